@@ -1,0 +1,26 @@
+GO ?= go
+BIN := bin/durachk
+
+.PHONY: build test run lint clean bench selftest
+
+build:
+	$(GO) build -o $(BIN) ./cmd/durachk
+
+test:
+	$(GO) test -count=1 ./...
+
+run: build
+	./$(BIN) run
+
+selftest: build
+	./$(BIN) selftest
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./contracts/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,132 @@
+// Package adapters is the port every broker adapter implements: a small required
+// Queue interface plus optional abilities found by type assertion, the Capabilities
+// an adapter declares from its broker's documented semantics, and the sentinel
+// errors callers branch on. It imports the standard library only.
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Job is one unit of work as the producer hands it to a broker. It is a value:
+// adapters copy it and never mutate the caller's copy.
+type Job struct {
+	ID          string    `json:"id"`
+	Tenant      string    `json:"tenant"`
+	DocumentID  string    `json:"document_id"`
+	Version     int       `json:"version"`
+	Payload     []byte    `json:"payload"`
+	CreatedAt   time.Time `json:"created_at"`
+	Deadline    time.Time `json:"deadline,omitzero"` // zero: no deadline
+	MaxAttempts int       `json:"max_attempts"`
+	Group       string    `json:"group,omitempty"` // ordering group; empty: unordered
+}
+
+// Delivery is one lease of a job. Token is the fencing token: it grows with every
+// delivery of the same job (exactly or approximately, see Capabilities.Token).
+// Attempt is the broker's own delivery count (0 where the broker cannot count).
+// Receipt is opaque to everyone but the adapter that issued it.
+type Delivery struct {
+	Job     Job
+	Token   uint64
+	Attempt int
+	Receipt string
+}
+
+// Queue is the required port. Implementations must be safe for concurrent use by
+// the goroutines of one process. Enqueue is at-least-once: a retried Enqueue may
+// create a second message. Ack and Nack are idempotent for the current delivery.
+type Queue interface {
+	// Enqueue returns nil only once the broker has acknowledged the job.
+	Enqueue(ctx context.Context, job Job) error
+	// Lease returns the next visible job, leased for the given duration, or ErrNoJob.
+	Lease(ctx context.Context, lease time.Duration) (Delivery, error)
+	// Ack removes the delivered job; ErrStaleToken or ErrLeaseLost where the broker
+	// can tell that the delivery is no longer current.
+	Ack(ctx context.Context, d Delivery) error
+	// Nack makes the job visible again after delay.
+	Nack(ctx context.Context, d Delivery, delay time.Duration) error
+	// Capabilities are constant for the life of the Queue.
+	Capabilities() Capabilities
+	Close() error
+}
+
+// Extender is implemented by queues that can extend a live lease (heartbeat).
+type Extender interface {
+	Extend(ctx context.Context, d Delivery, lease time.Duration) error
+}
+
+// DeadLetterer is implemented by queues with a dead-letter destination (native or
+// the adapter's own, see Capabilities.DeadLetter). It removes d from the queue.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, d Delivery, reason string) error
+}
+
+// Inspector is implemented by queues that can report what is left in them.
+type Inspector interface {
+	Inspect(ctx context.Context) (Inventory, error)
+}
+
+// Inventory is what a queue holds at the end of a run, by job id.
+type Inventory struct {
+	Queued       []string `json:"queued"`
+	InFlight     []string `json:"in_flight"`
+	DeadLettered []string `json:"dead_lettered"`
+}
+
+// Support says how a broker provides an ability.
+type Support string
+
+const (
+	None        Support = "none"        // the broker does not do it
+	Native      Support = "native"      // the broker does it, by its documented semantics
+	Emulated    Support = "emulated"    // the adapter does it with the broker's primitives
+	Approximate Support = "approximate" // the broker does it, by its own word approximately
+)
+
+// Capabilities are declared by an adapter from its broker's documented semantics,
+// never from what one test run happened to observe. Contracts that need an ability
+// the target lacks are skipped with the reason.
+type Capabilities struct {
+	Broker         string   `json:"broker"`          // e.g. "mem", "postgres", "redis"
+	Lease          Support  `json:"lease"`           // an unacked lease expires and the job is redelivered
+	LeaseExtension Support  `json:"lease_extension"` // Extender
+	Token          Support  `json:"token"`           // fencing token grows per delivery
+	FencedAck      bool     `json:"fenced_ack"`      // Ack/Nack with a stale token is rejected
+	DeliveryCount  Support  `json:"delivery_count"`  // Delivery.Attempt counted by the broker
+	DeadLetter     Support  `json:"dead_letter"`     // DeadLetterer; Native: the broker moves poison jobs itself
+	DelayedNack    Support  `json:"delayed_nack"`
+	FIFO           bool     `json:"fifo"`        // jobs of one Group are delivered in acceptance order, one at a time
+	Durable        bool     `json:"durable"`     // an acknowledged Enqueue survives a broker crash, as configured
+	BrokerKill     bool     `json:"broker_kill"` // the harness can kill and restart this broker instance
+	Notes          []string `json:"notes,omitempty"`
+}
+
+// Sentinel errors. Adapters wrap them with %w; callers use errors.Is.
+var (
+	ErrNoJob       = errors.New("no job visible")
+	ErrStaleToken  = errors.New("stale fencing token")
+	ErrLeaseLost   = errors.New("lease lost")
+	ErrUnavailable = errors.New("broker unavailable") // definite: the request was not applied
+	ErrAmbiguous   = errors.New("outcome unknown")    // the request may or may not have been applied
+	ErrClosed      = errors.New("queue closed")
+	ErrUnsupported = errors.New("not supported by this target")
+)
+
+// OpError carries the target, operation, job and attempt of a failed call.
+type OpError struct {
+	Target  string
+	Op      string
+	JobID   string
+	Attempt int
+	Err     error
+}
+
+func (e *OpError) Error() string {
+	return fmt.Sprintf("%s %s job %s attempt %d: %v", e.Target, e.Op, e.JobID, e.Attempt, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }

@@ -1,0 +1,3 @@
+module github.com/durachk/durachk
+
+go 1.26.8

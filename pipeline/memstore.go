@@ -1,0 +1,262 @@
+package pipeline
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+)
+
+// MemStoreOptions configure the in-memory store. The two flags are deliberately
+// broken stores, the negative controls of fencing.zombie and idempotency.conflict;
+// never set them otherwise.
+type MemStoreOptions struct {
+	NoFence       bool // accept stale tokens
+	KeyOnlyDedupe bool // dedupe on the key alone, silently reusing a result for another payload
+}
+
+// MemStore is the effect store of the embedded target. Safe for concurrent use.
+type MemStore struct {
+	opts      MemStoreOptions
+	mu        sync.Mutex
+	fences    map[string]uint64
+	results   map[string]*Result
+	order     []string // result keys in commit order
+	events    []*Event
+	eventIdx  map[string]*Event
+	applied   map[string]int
+	dead      map[string]*DeadLetterRecord
+	deadOrder []string
+	cancelled map[string]bool
+	cancelOrd []string
+	audits    map[string]Audit
+	auditOrd  []string
+	pending   int
+}
+
+var (
+	_ Store      = (*MemStore)(nil)
+	_ DualWriter = (*MemStore)(nil)
+)
+
+// NewMemStore returns an empty store.
+func NewMemStore(opts MemStoreOptions) *MemStore {
+	return &MemStore{opts: opts, fences: map[string]uint64{}, results: map[string]*Result{},
+		eventIdx: map[string]*Event{}, applied: map[string]int{}, dead: map[string]*DeadLetterRecord{},
+		cancelled: map[string]bool{}, audits: map[string]Audit{}}
+}
+
+func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.fences[jobID] && !s.opts.NoFence {
+		return adapters.ErrStaleToken
+	}
+	if token > s.fences[jobID] {
+		s.fences[jobID] = token
+	}
+	return nil
+}
+
+// check validates req against the fence and the idempotency key; it holds s.mu.
+func (s *MemStore) check(req CommitRequest) (deduped bool, err error) {
+	if req.Token < s.fences[req.JobID] && !s.opts.NoFence {
+		return false, adapters.ErrStaleToken
+	}
+	if r, ok := s.results[req.Key]; ok {
+		if r.Hash != req.PayloadHash && !s.opts.KeyOnlyDedupe {
+			return false, &IdempotencyConflictError{Key: req.Key, ExistingHash: r.Hash, NewHash: req.PayloadHash}
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *MemStore) CommitResultWithEvent(ctx context.Context, req CommitRequest) (bool, error) {
+	s.mu.Lock()
+	deduped, err := s.check(req)
+	s.mu.Unlock()
+	if err != nil || deduped {
+		return deduped, err
+	}
+	// The writes are staged; a crash in BeforeCommit abandons them.
+	if req.BeforeCommit != nil {
+		req.BeforeCommit(ctx)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if deduped, err := s.check(req); err != nil || deduped {
+		return deduped, err
+	}
+	s.putResult(req)
+	s.putEvent(req)
+	return false, nil
+}
+
+func (s *MemStore) putResult(req CommitRequest) {
+	if req.Token > s.fences[req.JobID] {
+		s.fences[req.JobID] = req.Token
+	}
+	s.results[req.Key] = &Result{Key: req.Key, JobID: req.JobID, Tenant: req.Tenant, Hash: req.PayloadHash, Token: req.Token, EventID: req.EventID}
+	s.order = append(s.order, req.Key)
+}
+
+func (s *MemStore) putEvent(req CommitRequest) {
+	if _, ok := s.eventIdx[req.EventID]; ok {
+		return
+	}
+	e := &Event{ID: req.EventID, Key: req.Key, JobID: req.JobID}
+	s.events = append(s.events, e)
+	s.eventIdx[e.ID] = e
+	s.pending++
+}
+
+// WriteResult is the first half of the naive dual write.
+func (s *MemStore) WriteResult(ctx context.Context, req CommitRequest) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deduped, err := s.check(req)
+	if err != nil || deduped {
+		return deduped, err
+	}
+	s.putResult(req)
+	return false, nil
+}
+
+// WriteEvent is the second half of the naive dual write.
+func (s *MemStore) WriteEvent(ctx context.Context, req CommitRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putEvent(req)
+	return nil
+}
+
+func (s *MemStore) DeadLetter(ctx context.Context, rec DeadLetterRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.dead[rec.JobID]; ok {
+		return nil
+	}
+	s.dead[rec.JobID] = &rec
+	s.deadOrder = append(s.deadOrder, rec.JobID)
+	return nil
+}
+
+func (s *MemStore) Cancel(ctx context.Context, jobID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cancelled[jobID] {
+		s.cancelled[jobID] = true
+		s.cancelOrd = append(s.cancelOrd, jobID)
+	}
+	return nil
+}
+
+func (s *MemStore) RecordReprocess(ctx context.Context, a Audit) (Audit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.Operator == "" {
+		return Audit{}, ErrOperatorRequired
+	}
+	if s.cancelled[a.OldJob] {
+		return Audit{}, ErrCancelledJob
+	}
+	rec, ok := s.dead[a.OldJob]
+	if !ok {
+		return Audit{}, ErrNotDeadLettered
+	}
+	if prev, ok := s.audits[a.OldJob]; ok {
+		return prev, nil
+	}
+	rec.Reprocessed = true
+	s.audits[a.OldJob] = a
+	s.auditOrd = append(s.auditOrd, a.OldJob)
+	return a, nil
+}
+
+func (s *MemStore) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Event
+	for _, e := range s.events {
+		if len(out) == limit || s.pending == 0 {
+			break
+		}
+		if !e.Published {
+			out = append(out, *e)
+		}
+	}
+	return out, nil
+}
+
+func (s *MemStore) MarkPublished(ctx context.Context, ids []string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if e, ok := s.eventIdx[id]; ok && !e.Published {
+			e.Published, e.PublishedAt = true, at
+			s.pending--
+		}
+	}
+	return nil
+}
+
+func (s *MemStore) PurgePublished(ctx context.Context, cutoff time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept, n := s.events[:0], 0
+	for _, e := range s.events {
+		if e.Published && e.PublishedAt.Before(cutoff) {
+			delete(s.eventIdx, e.ID)
+			n++
+			continue
+		}
+		kept = append(kept, e)
+	}
+	s.events = kept
+	return n, nil
+}
+
+func (s *MemStore) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied[eventID]++
+	return s.applied[eventID] == 1, nil
+}
+
+// PendingCount is the number of unpublished events.
+func (s *MemStore) PendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
+}
+
+func (s *MemStore) Snapshot(ctx context.Context) (State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := State{Applied: map[string]int{}}
+	for _, k := range s.order {
+		if r, ok := s.results[k]; ok && r.Key == k {
+			st.Results = append(st.Results, *r)
+		}
+	}
+	for _, e := range s.events {
+		st.Events = append(st.Events, *e)
+	}
+	for k, v := range s.applied {
+		st.Applied[k] = v
+	}
+	for _, id := range s.deadOrder {
+		st.DeadLetters = append(st.DeadLetters, *s.dead[id])
+	}
+	st.Cancelled = append(st.Cancelled, s.cancelOrd...)
+	for _, id := range s.auditOrd {
+		st.Audits = append(st.Audits, s.audits[id])
+	}
+	sort.Strings(st.Cancelled)
+	return st, nil
+}
+
+func (s *MemStore) Close() error { return nil }

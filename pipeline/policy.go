@@ -1,0 +1,61 @@
+package pipeline
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Outcome is what the retry policy decides. There is no fourth outcome.
+type Outcome int
+
+const (
+	Retry Outcome = iota
+	DeadLetter
+	Cancel
+)
+
+func (o Outcome) String() string { return [...]string{"retry", "dead_letter", "cancel"}[o] }
+
+// Decision is an outcome with its delay (Retry) or reason code (DeadLetter).
+type Decision struct {
+	Outcome Outcome
+	Delay   time.Duration
+	Reason  string
+}
+
+// Policy is the retry policy. Its generator makes the jitter seeded; a Policy is
+// not safe for concurrent use (each worker has its own).
+type Policy struct {
+	Base, Max time.Duration
+	Rand      *rand.Rand
+	// Unbounded retries transient errors forever: the negative control of
+	// retry.bounded. Never set it otherwise.
+	Unbounded bool
+}
+
+// Decide resolves an error on attempt (1-based) of a job with maxAttempts.
+func (p *Policy) Decide(err error, attempt, maxAttempts int) Decision {
+	switch Classify(err) {
+	case Cancelled:
+		return Decision{Outcome: Cancel}
+	case Permanent:
+		return Decision{Outcome: DeadLetter, Reason: ReasonFor(err)}
+	}
+	if attempt >= maxAttempts && !p.Unbounded {
+		return Decision{Outcome: DeadLetter, Reason: ReasonMaxAttempts}
+	}
+	return Decision{Outcome: Retry, Delay: p.Backoff(attempt)}
+}
+
+// Backoff is exponential from Base, capped at Max, with up to 50 % seeded jitter.
+func (p *Policy) Backoff(attempt int) time.Duration {
+	d := p.Base
+	for i := 1; i < attempt && d < p.Max; i++ {
+		d *= 2
+	}
+	d = min(d, p.Max)
+	if p.Rand != nil && d > 1 {
+		d = d/2 + time.Duration(p.Rand.Int64N(int64(d/2)+1))
+	}
+	return d
+}

@@ -1,0 +1,54 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/history"
+)
+
+// JobMeta is what an enqueue record tells the checker about its job.
+type JobMeta struct {
+	Tenant      string `json:"tenant"`
+	Doc         string `json:"doc"`
+	Version     int    `json:"v"`
+	MaxAttempts int    `json:"max"`
+	Deadline    int64  `json:"deadline,omitempty"` // Unix ns; 0: none
+	Group       string `json:"group,omitempty"`
+	Hash        string `json:"hash"`
+	Permanent   bool   `json:"permanent,omitempty"`
+	Poison      bool   `json:"poison,omitempty"`
+	Stubborn    bool   `json:"stubborn,omitempty"`
+}
+
+// MetaOf describes job for the history.
+func MetaOf(job adapters.Job) JobMeta {
+	m := JobMeta{Tenant: job.Tenant, Doc: job.DocumentID, Version: job.Version, MaxAttempts: job.MaxAttempts,
+		Group: job.Group, Hash: Hash(job.Payload)}
+	if !job.Deadline.IsZero() {
+		m.Deadline = job.Deadline.UnixNano()
+	}
+	if p, err := DecodePayload(job.Payload); err == nil {
+		m.Permanent, m.Poison, m.Stubborn = p.FailPermanent, p.Crash, p.FailTransient < 0
+	}
+	return m
+}
+
+// Enqueue hands job to q and records it; the ok record means the broker
+// acknowledged the job, so from then on it must not be lost.
+func Enqueue(ctx context.Context, env *Env, q adapters.Queue, job adapters.Job) error {
+	meta, _ := json.Marshal(MetaOf(job))
+	key, _ := BuildKey(job.Tenant, job.DocumentID, job.Version)
+	env.Record(history.Op{Type: history.Invoke, F: history.Enqueue, Job: job.ID, Key: key, Value: string(meta)})
+	err := q.Enqueue(ctx, job)
+	op := history.Op{Type: history.OK, F: history.Enqueue, Job: job.ID, Key: key}
+	if err != nil {
+		op.Type, op.Err = history.Fail, ErrorCode(err)
+		if ambiguous(err) {
+			op.Type = history.Info
+		}
+	}
+	env.Record(op)
+	return err
+}

@@ -1,0 +1,153 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors of the store and the pipeline.
+var (
+	ErrOperatorRequired = errors.New("reprocess needs an operator id")
+	ErrNotDeadLettered  = errors.New("job is not dead-lettered")
+	ErrCancelledJob     = errors.New("a cancelled job has no reprocess path")
+)
+
+// IdempotencyConflictError: the key exists with a different payload hash. Nothing
+// was written.
+type IdempotencyConflictError struct {
+	Key          string
+	ExistingHash string
+	NewHash      string
+}
+
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("idempotency conflict on %s: stored payload %s, new payload %s", e.Key, short(e.ExistingHash), short(e.NewHash))
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// CommitRequest is one result and its outbox event, written in one transaction.
+type CommitRequest struct {
+	JobID       string
+	Tenant      string
+	Key         string
+	Token       uint64
+	PayloadHash string
+	Result      string
+	EventID     string
+	// BeforeCommit, if set, runs after the writes and before they are committed:
+	// the mid_commit crash point. A crash there must leave neither row.
+	BeforeCommit func(ctx context.Context)
+}
+
+// Reason codes: the only text a dead-letter record may hold.
+const (
+	ReasonPermanent           = "permanent_error"
+	ReasonMaxAttempts         = "max_attempts_exceeded"
+	ReasonIdempotencyConflict = "idempotency_conflict"
+	ReasonInvalidJob          = "invalid_job"
+)
+
+// ReasonCodes lists every valid dead-letter reason.
+var ReasonCodes = []string{ReasonPermanent, ReasonMaxAttempts, ReasonIdempotencyConflict, ReasonInvalidJob}
+
+// DeadLetterRecord is what the DLQ keeps of a job: identity and a reason code,
+// never payload or error text.
+type DeadLetterRecord struct {
+	JobID       string    `json:"job_id"`
+	Tenant      string    `json:"tenant"`
+	Key         string    `json:"key"`
+	Reason      string    `json:"reason"`
+	Attempt     int       `json:"attempt"`
+	At          time.Time `json:"at"`
+	Reprocessed bool      `json:"reprocessed"`
+}
+
+// Audit links a reprocessed job to its successor and the operator who asked.
+type Audit struct {
+	OldJob   string    `json:"old_job"`
+	NewJob   string    `json:"new_job"`
+	Operator string    `json:"operator"`
+	At       time.Time `json:"at"`
+}
+
+// Result is one committed result row.
+type Result struct {
+	Key     string `json:"key"`
+	JobID   string `json:"job_id"`
+	Tenant  string `json:"tenant"`
+	Hash    string `json:"hash"`
+	Token   uint64 `json:"token"`
+	EventID string `json:"event_id"`
+}
+
+// Event is one outbox row.
+type Event struct {
+	ID          string    `json:"id"`
+	Key         string    `json:"key"`
+	JobID       string    `json:"job_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	Published   bool      `json:"published"`
+	PublishedAt time.Time `json:"published_at,omitzero"`
+}
+
+// State is the store's content at the end of a run, in a deterministic order.
+type State struct {
+	Results     []Result           `json:"results"`
+	Events      []Event            `json:"events"`
+	Applied     map[string]int     `json:"applied"` // event id → times the consumer's dedupe table saw it
+	DeadLetters []DeadLetterRecord `json:"dead_letters"`
+	Cancelled   []string           `json:"cancelled"`
+	Audits      []Audit            `json:"audits"`
+}
+
+// DefaultOutboxRetention is how long published outbox rows are kept before
+// PurgePublished removes them: long enough for the consumer's dedupe window.
+const DefaultOutboxRetention = 7 * 24 * time.Hour
+
+// Store is the transactional effect store. Implementations are safe for
+// concurrent use; every method is idempotent where its doc says so, so that a
+// caller may retry after ErrAmbiguous.
+type Store interface {
+	// Fence raises the job's highest fencing token to token; ErrStaleToken (from
+	// package adapters) if a higher one was seen. Idempotent.
+	Fence(ctx context.Context, jobID string, token uint64) error
+	// CommitResultWithEvent writes result and event atomically. Same key and hash:
+	// deduped=true, nothing written. Same key, other hash: *IdempotencyConflictError.
+	// A token below the job's highest: ErrStaleToken.
+	CommitResultWithEvent(ctx context.Context, req CommitRequest) (deduped bool, err error)
+	// DeadLetter records rec; idempotent per job id.
+	DeadLetter(ctx context.Context, rec DeadLetterRecord) error
+	// Cancel records a terminal cancellation; idempotent.
+	Cancel(ctx context.Context, jobID string) error
+	// RecordReprocess marks the dead job reprocessed and writes the audit entry, in
+	// one transaction. ErrNotDeadLettered, ErrCancelledJob. Idempotent per old job:
+	// a repeat returns the first audit.
+	RecordReprocess(ctx context.Context, a Audit) (Audit, error)
+	// PendingEvents returns unpublished events in creation order.
+	PendingEvents(ctx context.Context, limit int) ([]Event, error)
+	// MarkPublished is idempotent.
+	MarkPublished(ctx context.Context, ids []string, at time.Time) error
+	// PurgePublished removes events published before cutoff; it returns how many.
+	PurgePublished(ctx context.Context, cutoff time.Time) (int, error)
+	// ApplyEvent records the consumer's application of an event id and reports
+	// whether this was the first time.
+	ApplyEvent(ctx context.Context, eventID string) (first bool, err error)
+	// Snapshot reads the whole state.
+	Snapshot(ctx context.Context) (State, error)
+	Close() error
+}
+
+// DualWriter is the naive non-transactional write path, kept only as the negative
+// control of outbox.atomic: a result without its event is possible through it.
+type DualWriter interface {
+	WriteResult(ctx context.Context, req CommitRequest) (deduped bool, err error)
+	WriteEvent(ctx context.Context, req CommitRequest) error
+}
