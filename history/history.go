@@ -57,6 +57,8 @@ type Op struct {
 	Attempt int    `json:"attempt,omitempty"`
 	Value   string `json:"value,omitempty"`
 	Err     string `json:"err,omitempty"`
+	// Target is the process a fault hit (F == Fault).
+	Target string `json:"target,omitempty"`
 }
 
 func (o Op) String() string {

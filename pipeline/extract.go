@@ -19,6 +19,9 @@ type Payload struct {
 	FailPermanent bool          `json:"fail_permanent,omitempty"`
 	Slow          time.Duration `json:"slow,omitempty"`
 	Crash         bool          `json:"crash,omitempty"` // kill the worker on every delivery (poison)
+	// FailBelowVersion fails permanently while the job's operation version is
+	// below it: a bug fixed upstream, so that a reprocessed job (version+1) succeeds.
+	FailBelowVersion int `json:"fail_below_version,omitempty"`
 }
 
 // Encode returns the payload's bytes.
@@ -101,8 +104,8 @@ func ReasonFor(err error) string {
 // Extract is the synthetic, deterministic work: a digest of the document and text.
 // attempt is the 1-based attempt number used for FailTransient. Slow and Crash are
 // the worker's business (they need its clock and its hooks).
-func Extract(p Payload, attempt int) (string, error) {
-	if p.FailPermanent {
+func Extract(p Payload, attempt, version int) (string, error) {
+	if p.FailPermanent || version < p.FailBelowVersion {
 		return "", &PermanentError{Code: ReasonPermanent, Err: fmt.Errorf("cannot parse document %s: %q", p.Doc, p.Text)}
 	}
 	if p.FailTransient < 0 || attempt <= p.FailTransient {

@@ -146,12 +146,13 @@ func (w *Worker) handle(ctx context.Context, d adapters.Delivery, key string, ke
 		w.deadLetter(ctx, d, key, &PermanentError{Code: ReasonInvalidJob, Err: kerr})
 		return
 	}
-	if !w.Sabotage.UnboundedRetry && d.Attempt > d.Job.MaxAttempts {
-		w.deadLetter(ctx, d, key, &PermanentError{Code: ReasonMaxAttempts, Err: fmt.Errorf("delivered %d times", d.Attempt)})
-		return
-	}
+	// The deadline comes first: a cancelled job is never dead-lettered.
 	if !w.Sabotage.IgnoreDeadline && !d.Job.Deadline.IsZero() && w.Env.Now().After(d.Job.Deadline) {
 		w.cancel(ctx, d, key)
+		return
+	}
+	if !w.Sabotage.UnboundedRetry && d.Attempt > d.Job.MaxAttempts {
+		w.deadLetter(ctx, d, key, &PermanentError{Code: ReasonMaxAttempts, Err: fmt.Errorf("delivered %d times", d.Attempt)})
 		return
 	}
 	result, err := w.extract(ctx, d, key)
@@ -208,7 +209,7 @@ func (w *Worker) extract(ctx context.Context, d adapters.Delivery, key string) (
 			}
 		}
 	}
-	result, err := Extract(p, w.attempt(d))
+	result, err := Extract(p, w.attempt(d), d.Job.Version)
 	if err != nil {
 		w.rec(history.Fail, history.Extract, d, key, "", err)
 		return "", err

@@ -52,6 +52,7 @@ type Queue struct {
 	dead      []*message
 	downUntil time.Time
 	closed    bool
+	live      int
 }
 
 var (
@@ -103,6 +104,7 @@ func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 		return err
 	}
 	q.nextID++
+	q.live++
 	q.msgs = append(q.msgs, &message{id: q.nextID, job: job, visibleAt: q.opts.Now()})
 	return nil
 }
@@ -131,7 +133,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 			return adapters.Delivery{}, false
 		}
 		if q.opts.DeliveryLimit > 0 && m.deliveries >= q.opts.DeliveryLimit {
-			m.gone = true
+			q.remove(m)
 			q.dead = append(q.dead, m)
 			delete(blocked, m.job.Group)
 			return adapters.Delivery{}, false
@@ -196,8 +198,22 @@ func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
 	if err != nil {
 		return err
 	}
-	m.gone = true
+	q.remove(m)
 	return nil
+}
+
+func (q *Queue) remove(m *message) {
+	if !m.gone {
+		m.gone = true
+		q.live--
+	}
+}
+
+// Live is the number of messages queued or in flight.
+func (q *Queue) Live() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.live
 }
 
 // Nack makes the message visible again after delay.
@@ -246,7 +262,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 	if err != nil {
 		return err
 	}
-	m.gone = true
+	q.remove(m)
 	q.dead = append(q.dead, m)
 	return nil
 }
@@ -279,8 +295,7 @@ func (q *Queue) Crash(down time.Duration) {
 	defer q.mu.Unlock()
 	q.downUntil = q.opts.Now().Add(down)
 	if q.opts.Volatile {
-		q.msgs = nil
-		q.dead = nil
+		q.msgs, q.dead, q.live = nil, nil, 0
 	}
 }
 

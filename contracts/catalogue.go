@@ -1,0 +1,365 @@
+package contracts
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// Scenario defaults, in the target's time (virtual on the embedded target).
+const (
+	DefaultJobs  = 24
+	defaultLease = 10 * time.Second
+	defaultPoll  = 200 * time.Millisecond
+	defaultLimit = 30 * time.Minute
+)
+
+var tenants = []string{"acme", "globex", "initech"}
+
+// workload builds n ordinary jobs; edit returns may adjust each.
+func workload(seed uint64, n int, edit func(i int, r *rand.Rand, j *JobSpec)) []JobSpec {
+	r := rand.New(rand.NewPCG(seed, 0x10ad))
+	jobs := make([]JobSpec, n)
+	for i := range jobs {
+		p := pipeline.Payload{Doc: fmt.Sprintf("doc-%03d", i), Text: fmt.Sprintf("invoice %d", r.IntN(100000))}
+		jobs[i] = JobSpec{
+			Job: adapters.Job{ID: fmt.Sprintf("job-%03d", i), Tenant: tenants[i%len(tenants)], DocumentID: p.Doc,
+				Version: 1, Payload: p.Encode(), MaxAttempts: 3},
+			At: time.Duration(i) * 50 * time.Millisecond,
+		}
+		if edit != nil {
+			edit(i, r, &jobs[i])
+		}
+	}
+	return jobs
+}
+
+func setPayload(j *JobSpec, f func(p *pipeline.Payload)) {
+	p, _ := pipeline.DecodePayload(j.Job.Payload)
+	f(&p)
+	j.Job.Payload = p.Encode()
+}
+
+func base(name string, jobs []JobSpec, fs ...faults.Fault) Scenario {
+	return Scenario{Name: name, Jobs: jobs, Plan: faults.Plan{Name: name, Faults: fs}, Workers: 4,
+		Lease: defaultLease, Poll: defaultPoll, Limit: defaultLimit}
+}
+
+// picks returns k distinct values in [1, n] from the seed, sorted.
+func picks(seed uint64, salt uint64, k, n int) []int {
+	r := rand.New(rand.NewPCG(seed, salt))
+	perm := r.Perm(n)[:min(k, n)]
+	for i := range perm {
+		perm[i]++
+	}
+	slices.Sort(perm)
+	return perm
+}
+
+func crashes(seed uint64, point pipeline.CrashPoint, k, n int) []faults.Fault {
+	var fs []faults.Fault
+	for _, nth := range picks(seed, uint64(len(point)), k, n) {
+		fs = append(fs, faults.Fault{Kind: faults.CrashAt, Point: string(point), Nth: nth})
+	}
+	return fs
+}
+
+func needs(msg string, ok func(c adapters.Capabilities) bool) func(adapters.Capabilities) string {
+	return func(c adapters.Capabilities) string {
+		if ok(c) {
+			return ""
+		}
+		return msg
+	}
+}
+
+func atLeast(what string, got, want int) string {
+	if got >= want {
+		return ""
+	}
+	return fmt.Sprintf("the run did not exercise the claim: %s %d, need %d", what, got, want)
+}
+
+func firstOf(reasons ...string) string {
+	for _, r := range reasons {
+		if r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+// Catalogue is every contract, in a stable order. Its IDs are stable: reports and
+// CI baselines use them.
+var Catalogue = []*Contract{
+	{
+		ID:         "lease.redelivery",
+		Claim:      "a leased job that is never acked becomes visible again after its lease and is finished by another worker",
+		Motivation: "a worker killed mid-job must not take the job with it (SQS visibility timeout, Redis pending entries)",
+		Labels:     []string{"fault:kill"},
+		Needs:      needs("the broker has no lease that expires", func(c adapters.Capabilities) bool { return c.Lease != adapters.None }),
+		Scenario: func(seed uint64, n int) Scenario {
+			fs := crashes(seed, pipeline.AfterLease, 2, n/2)
+			fs = append(fs, crashes(seed+1, pipeline.AfterExtract, 1, n/2)...)
+			fs = append(fs, crashes(seed+2, pipeline.MidCommit, 1, n/2)...)
+			fs = append(fs, faults.Fault{Kind: faults.Kill, Process: "w2", At: 700 * time.Millisecond})
+			return base("workers killed after lease", workload(seed, n, nil), fs...)
+		},
+		Exercised: func(s Stats) string {
+			return atLeast("redeliveries after a crash", s.Redeliveries["crash_or_pause"], 1)
+		},
+		Sabotages: []Sabotage{{Name: "ack-before-commit", What: "the worker acks as soon as it has extracted, then commits",
+			Pipeline: pipeline.Sabotage{AckBeforeCommit: true}}},
+	},
+	{
+		ID:         "lease.heartbeat",
+		Claim:      "a worker that extends its lease during a slow step is never preempted: no two live leases on one job",
+		Motivation: "a visibility timeout shorter than the work hands the job to a second worker while the first still runs it",
+		Labels:     []string{"fault:slow"},
+		Needs:      needs("the broker cannot extend a lease", func(c adapters.Capabilities) bool { return c.LeaseExtension != adapters.None }),
+		Scenario: func(seed uint64, n int) Scenario {
+			return base("slow extract longer than the lease", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				if i%4 == 0 {
+					setPayload(j, func(p *pipeline.Payload) { p.Slow = 25 * time.Second })
+				}
+			}))
+		},
+		Exercised: func(s Stats) string { return atLeast("lease extensions", s.Extends, 1) },
+		Sabotages: []Sabotage{{Name: "no-heartbeat", What: "the worker never extends its lease", Pipeline: pipeline.Sabotage{NoHeartbeat: true}}},
+	},
+	{
+		ID:         "fencing.zombie",
+		Claim:      "a worker whose lease expired (paused, then resumed) cannot commit or ack with its stale token",
+		Motivation: "a GC pause or SIGSTOP outlives the lease; the zombie wakes and writes over the new holder (Kleppmann, fencing tokens)",
+		Labels:     []string{"fault:pause"},
+		Needs:      needs("the broker issues no fencing token", func(c adapters.Capabilities) bool { return c.Token != adapters.None && c.Lease != adapters.None }),
+		Scenario: func(seed uint64, n int) Scenario {
+			var fs []faults.Fault
+			for _, nth := range picks(seed, 7, 3, n/2) {
+				fs = append(fs, faults.Fault{Kind: faults.PauseAt, Point: string(pipeline.AfterExtract), Nth: nth, For: 3 * defaultLease})
+			}
+			return base("workers paused past their lease", workload(seed, n, nil), fs...)
+		},
+		Exercised: func(s Stats) string { return atLeast("stale commits attempted and rejected", s.StaleRejected, 1) },
+		Sabotages: []Sabotage{{Name: "no-fence-check", What: "the effect store accepts any token", Store: pipeline.MemStoreOptions{NoFence: true}}},
+	},
+	{
+		ID:         "outbox.atomic",
+		Claim:      "result and event are written in one transaction: a crash between the writes and COMMIT leaves neither; a crash after COMMIT and before ack dedupes on redelivery, leaving exactly one event",
+		Motivation: "the dual write: a result saved and its event never sent, or sent for a result never saved",
+		Labels:     []string{"fault:kill"},
+		Scenario: func(seed uint64, n int) Scenario {
+			fs := crashes(seed, pipeline.MidCommit, 2, n/2)
+			fs = append(fs, crashes(seed+3, pipeline.AfterCommitBeforeAck, 2, n/2)...)
+			return base("crashes inside and after the commit", workload(seed, n, nil), fs...)
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("crashes mid_commit", s.Faults["crash:mid_commit"], 1),
+				atLeast("crashes after_commit_before_ack", s.Faults["crash:after_commit_before_ack"], 1),
+				atLeast("deduped commits", s.Deduped, 1))
+		},
+		Sabotages: []Sabotage{{Name: "dual-write", What: "result and event written separately, no outbox transaction", Pipeline: pipeline.Sabotage{DualWrite: true}}},
+	},
+	{
+		ID:         "outbox.relay",
+		Claim:      "a relay killed after publishing and before marking re-publishes; the consumer applies each event id exactly once",
+		Motivation: "at-least-once publishing needs an idempotent consumer",
+		Labels:     []string{"fault:kill"},
+		Scenario: func(seed uint64, n int) Scenario {
+			return base("relay killed between publish and mark", workload(seed, n, nil), crashes(seed, pipeline.AfterPublishBeforeMark, 2, n/2)...)
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("relay crashes after publish", s.Faults["crash:after_publish_before_mark"], 1),
+				atLeast("repeats dropped by the consumer", s.DroppedRepeats, 1))
+		},
+		Sabotages: []Sabotage{{Name: "consumer-no-dedupe", What: "the consumer applies every event it receives", Pipeline: pipeline.Sabotage{ConsumerNoDedupe: true}}},
+	},
+	{
+		ID:         "idempotency.conflict",
+		Claim:      "same key + same payload dedupes silently; same key + different payload is an explicit conflict error, never a silent reuse",
+		Motivation: "a retried request with a changed body must not get the old answer (Stripe idempotency keys)",
+		Labels:     []string{"fault:duplicate"},
+		Scenario: func(seed uint64, n int) Scenario {
+			jobs := workload(seed, n, nil)
+			for i := 0; i+2 < len(jobs); i += 6 {
+				same, other := jobs[i], jobs[i]
+				same.Job.ID += "-again"
+				same.At += time.Second
+				other.Job.ID += "-mutated"
+				other.At += 2 * time.Second
+				setPayload(&other, func(p *pipeline.Payload) { p.Text += " (edited)" })
+				jobs = append(jobs, same, other)
+			}
+			return base("duplicate and mutated requests", jobs)
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("conflicts", s.Conflicts, 1), atLeast("deduped commits", s.Deduped, 1))
+		},
+		Sabotages: []Sabotage{{Name: "key-only-dedupe", What: "the store dedupes on the key alone and reuses the old result", Store: pipeline.MemStoreOptions{KeyOnlyDedupe: true}}},
+	},
+	{
+		ID:         "tenant.isolation",
+		Claim:      "keys are tenant:document:vN; two tenants with the same document id never share a key, a result or an event; a key without a valid tenant cannot be built",
+		Motivation: "document ids collide across customers; a key without the tenant leaks one customer's result to another",
+		Labels:     []string{"fault:collision"},
+		Scenario: func(seed uint64, n int) Scenario {
+			return base("colliding document ids", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.Job.DocumentID = fmt.Sprintf("doc-%03d", i/2)
+				j.Job.Tenant = tenants[i%2]
+				setPayload(j, func(p *pipeline.Payload) { p.Doc = j.Job.DocumentID })
+			}))
+		},
+		Exercised: func(s Stats) string { return atLeast("jobs committed", s.Committed, 2) },
+		Sabotages: []Sabotage{{Name: "key-without-tenant", What: "the worker builds doc:vN keys", Pipeline: pipeline.Sabotage{KeyWithoutTenant: true}}},
+	},
+	{
+		ID:         "retry.bounded",
+		Claim:      "a job is attempted at most maxAttempts times, then dead-lettered with a classified reason; a permanent error dead-letters on the first attempt; a poison job that kills the worker on every delivery is still bounded",
+		Motivation: "a stubborn or poison message retried forever blocks the queue and burns money",
+		Labels:     []string{"fault:poison", "fault:kill"},
+		Needs:      needs("the broker does not count deliveries, so a crash loop cannot be bounded", func(c adapters.Capabilities) bool { return c.DeliveryCount != adapters.None }),
+		Scenario: func(seed uint64, n int) Scenario {
+			return base("stubborn, permanent and poison jobs", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				switch i % 8 {
+				case 1:
+					setPayload(j, func(p *pipeline.Payload) { p.FailTransient = -1 })
+				case 3:
+					setPayload(j, func(p *pipeline.Payload) { p.FailPermanent = true })
+				case 5:
+					setPayload(j, func(p *pipeline.Payload) { p.FailTransient = 1 })
+				case 6:
+					if i < 8 {
+						setPayload(j, func(p *pipeline.Payload) { p.Crash = true })
+					}
+				}
+			}))
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("dead-lettered jobs", s.DeadLettered, 3), atLeast("poison crashes", s.Faults["crash:poison"], 1))
+		},
+		Sabotages: []Sabotage{{Name: "unbounded-retry", What: "the policy retries transient errors and redeliveries forever", Pipeline: pipeline.Sabotage{UnboundedRetry: true}}},
+	},
+	{
+		ID:         "dlq.redacted",
+		Claim:      "a DLQ record holds a short reason code, never error text or payload",
+		Motivation: "dead-letter queues are read by more people than the data was meant for",
+		Labels:     []string{"fault:permanent"},
+		Scenario: func(seed uint64, n int) Scenario {
+			canary := fmt.Sprintf("CANARY-%d-7f3a", seed)
+			sc := base("canaries in failing payloads", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				setPayload(j, func(p *pipeline.Payload) {
+					p.Text += " " + canary
+					if i%3 == 0 {
+						p.FailPermanent = true
+					}
+				})
+			}))
+			sc.Canaries = []string{canary}
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("dead-lettered jobs", s.DeadLettered, 1) },
+		Sabotages: []Sabotage{{Name: "raw-error-in-dlq", What: "the DLQ record keeps the error text", Pipeline: pipeline.Sabotage{RawErrorInDLQ: true}}},
+	},
+	{
+		ID:         "dlq.reprocess",
+		Claim:      "reprocessing needs an operator id, creates a new job at version+1, and audits old job, new job and operator; the dead job is never resurrected in place",
+		Motivation: "replaying a dead letter in place loses the record of what failed and who decided to retry it",
+		Labels:     []string{"fault:operator"},
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("operator reprocesses dead jobs", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				switch i % 5 {
+				case 0:
+					setPayload(j, func(p *pipeline.Payload) { p.FailBelowVersion = 2 })
+				case 3:
+					j.Deadline = time.Nanosecond // already past when leased: must be cancelled
+				}
+			}))
+			sc.Operator = true
+			return sc
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("jobs reprocessed", s.Reprocessed, 1), atLeast("refused reprocess requests", s.ReprocessDenied, 2))
+		},
+		Sabotages: []Sabotage{{Name: "reprocess-in-place", What: "the dead job is re-enqueued as it was, unaudited", Pipeline: pipeline.Sabotage{ReprocessInPlace: true}}},
+	},
+	{
+		ID:         "cancel.terminal",
+		Claim:      "a job whose deadline passed is cancelled when leased, never processed, never dead-lettered, never reprocessed automatically",
+		Motivation: "work done after its deadline is wasted or harmful (a payment after the order was abandoned)",
+		Labels:     []string{"fault:deadline"},
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("deadlines elapse while queued", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 2 * time.Second })
+				if i%3 == 0 {
+					j.Deadline = time.Duration(i) * 500 * time.Millisecond
+				}
+			}))
+			sc.Workers = 2
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("cancelled jobs", s.Cancelled, 1) },
+		Sabotages: []Sabotage{
+			{Name: "deadline-ignored", What: "the worker never checks the deadline", Pipeline: pipeline.Sabotage{IgnoreDeadline: true}},
+			{Name: "cancel-into-dlq", What: "cancellation goes to the dead-letter queue", Pipeline: pipeline.Sabotage{CancelToDLQ: true}},
+		},
+	},
+	{
+		ID:         "durability.ack",
+		Claim:      "an enqueue the broker acknowledged survives kill -9 and restart of the broker",
+		Motivation: "brokers acknowledge before the write is durable unless configured otherwise (Redis appendonly, RabbitMQ transient messages)",
+		Labels:     []string{"fault:broker-kill"},
+		Needs:      needs("the harness cannot kill and restart this broker", func(c adapters.Capabilities) bool { return c.BrokerKill }),
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("broker killed mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = time.Second })
+			}), faults.Fault{Kind: faults.BrokerCrash, At: 3 * time.Second, For: 2 * time.Second})
+			sc.Workers = 2
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("broker kills", s.Faults["broker_crash"], 1) },
+		Sabotages: []Sabotage{{Name: "no-persistence", What: "the broker keeps messages in memory only", Volatile: true}},
+	},
+	{
+		ID:         "order.fifo",
+		Claim:      "where the target claims FIFO, acceptance order is kept among jobs of one group",
+		Motivation: "a redelivered message overtaken by its successor applies updates out of order",
+		Labels:     []string{"fault:kill"},
+		Needs:      needs("the target does not claim FIFO", func(c adapters.Capabilities) bool { return c.FIFO }),
+		Scenario: func(seed uint64, n int) Scenario {
+			fs := crashes(seed, pipeline.AfterLease, 2, n/2)
+			return base("grouped jobs with redeliveries", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.Job.Group = fmt.Sprintf("group-%d", i%3)
+			}), fs...)
+		},
+		Exercised: func(s Stats) string { return atLeast("jobs committed", s.Committed, 4) },
+		Sabotages: []Sabotage{{Name: "break-order", What: "a broker that claims FIFO and delivers newest first", BreakOrder: true}},
+	},
+	{
+		ID:         "partition.ambiguous",
+		Claim:      "a timeout during commit or ack is treated as unknown, never as failure or success; retries dedupe; nothing lost, nothing applied twice",
+		Motivation: "the reply of a commit lost in a partition: the write happened, the caller thinks it failed",
+		Labels:     []string{"fault:partition"},
+		Scenario: func(seed uint64, n int) Scenario {
+			return base("replies lost on the store and broker links", workload(seed, n, nil),
+				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkStore, At: 0, For: 20 * time.Second, Rate: 0.3},
+				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkBroker, At: 0, For: 20 * time.Second, Rate: 0.2})
+		},
+		Exercised: func(s Stats) string { return atLeast("replies lost", s.Faults["reply_lost"], 1) },
+		Sabotages: []Sabotage{{Name: "timeout-as-failure", What: "a commit timeout is treated as a permanent failure", Pipeline: pipeline.Sabotage{TimeoutAsFailure: true}}},
+	},
+}
+
+// Lookup returns the contract with id.
+func Lookup(id string) (*Contract, error) {
+	for _, c := range Catalogue {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownContract, id)
+}

@@ -1,0 +1,147 @@
+// Package contracts holds the contract catalogue, the engine that runs a contract
+// against a target, and the checker that turns a history and a final state into
+// a verdict. Front ends: Test and Exercise for go test, a Ginkgo suite in the
+// repository's tests, and the CLI.
+package contracts
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// Verdict of a contract on a target.
+type Verdict string
+
+const (
+	Pass     Verdict = "pass"
+	Violated Verdict = "violation"
+	Unknown  Verdict = "unknown"
+	Skipped  Verdict = "skipped"
+)
+
+// Contract is a named claim with its scenario and its negative controls. Values
+// in the catalogue are immutable; share them freely.
+type Contract struct {
+	ID         string
+	Claim      string
+	Motivation string
+	Labels     []string // fault:kill, fault:pause, ...
+	// Needs returns why a target cannot run the contract, or "".
+	Needs func(adapters.Capabilities) string
+	// Scenario builds the workload and fault plan from a seed.
+	Scenario func(seed uint64, jobs int) Scenario
+	// Exercised returns why the run did not exercise the claim, or "": a run
+	// that was asked for faults and applied none is unknown, never pass.
+	Exercised func(Stats) string
+	// Sabotages are deliberately broken variants the checker must flag.
+	Sabotages []Sabotage
+}
+
+// Sabotage is one deliberately broken pipeline or configuration.
+type Sabotage struct {
+	Name     string                   `json:"name"`
+	What     string                   `json:"what"`
+	Pipeline pipeline.Sabotage        `json:"pipeline,omitzero"`
+	Store    pipeline.MemStoreOptions `json:"store,omitzero"`
+	// Broker-level breakage, as configurations of the broker under test.
+	Volatile   bool `json:"volatile,omitempty"`    // no persistence
+	BreakOrder bool `json:"break_order,omitempty"` // claims FIFO, delivers newest first
+}
+
+// JobSpec is one job of a workload.
+type JobSpec struct {
+	Job adapters.Job
+	// At is the offset from the start at which the producer sends it.
+	At time.Duration
+	// Twice: the producer sends it twice.
+	Twice bool
+	// Deadline is the job's deadline as an offset from the start; 0: none.
+	Deadline time.Duration
+}
+
+// Scenario is a workload and a fault plan.
+type Scenario struct {
+	Name     string
+	Jobs     []JobSpec
+	Plan     faults.Plan
+	Workers  int
+	Lease    time.Duration
+	Poll     time.Duration
+	Canaries []string
+	// Operator reprocesses dead-lettered jobs, and tries the refused paths.
+	Operator bool
+	// Limit on the run's virtual (embedded) or scaled (real) duration.
+	Limit time.Duration
+}
+
+// Metrics are distributions, never one number.
+type Metrics struct {
+	QueueWait  Dist `json:"queue_wait_ms"`
+	Processing Dist `json:"processing_ms"`
+	ToTerminal Dist `json:"time_to_terminal_ms"`
+	Attempts   Dist `json:"attempts_per_job"`
+}
+
+// Dist summarises a distribution.
+type Dist struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Result is the verdict of one contract (or scenario) on one target. Every field
+// is a function of the seed and the target except Wall, kept apart.
+type Result struct {
+	Contract   string        `json:"contract"`
+	Claim      string        `json:"claim,omitempty"`
+	Target     string        `json:"target"`
+	Broker     string        `json:"broker"`
+	MeasuredOn string        `json:"measured_on"`
+	Verdict    Verdict       `json:"verdict"`
+	Reason     string        `json:"reason,omitempty"`
+	Sabotage   string        `json:"sabotage,omitempty"`
+	Seed       uint64        `json:"seed"`
+	Scenario   string        `json:"scenario"`
+	Planned    []string      `json:"planned_faults,omitempty"`
+	Violations []Violation   `json:"violations,omitempty"`
+	Stats      Stats         `json:"stats"`
+	Metrics    Metrics       `json:"metrics"`
+	HistoryLen int           `json:"history_len"`
+	Wall       time.Duration `json:"-"`
+}
+
+// Target runs scenarios against one broker and configuration. Implementations
+// say in their doc whether Execute may be called concurrently.
+type Target interface {
+	Name() string
+	// MeasuredOn names what a verdict is about: "mem", "postgres 15.19", "fauxqs 2.4.1", ...
+	MeasuredOn() string
+	Capabilities() adapters.Capabilities
+	Execute(ctx context.Context, run Run) (Execution, error)
+}
+
+// Run is what the engine asks a target to execute.
+type Run struct {
+	Contract string
+	Scenario Scenario
+	Seed     uint64
+	Sabotage *Sabotage // nil: the reference pipeline
+}
+
+// Execution is what a target hands back: the merged history and the final state.
+type Execution struct {
+	Ops   []history.Op
+	Final Final
+	Check CheckOptions
+}
+
+// ErrUnknownContract is returned for an id not in the catalogue.
+var ErrUnknownContract = fmt.Errorf("unknown contract")

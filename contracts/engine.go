@@ -1,0 +1,217 @@
+package contracts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+)
+
+// Options of one evaluation.
+type Options struct {
+	Seed uint64
+	Jobs int // 0: DefaultJobs
+}
+
+// Evaluate runs contract c on target t and returns its verdict. A target that
+// lacks a capability the contract needs gives Skipped with the reason; an error
+// means the run itself could not be carried out (infrastructure), not a verdict.
+func Evaluate(ctx context.Context, t Target, c *Contract, opts Options) (Result, error) {
+	return evaluate(ctx, t, c, opts, nil)
+}
+
+// EvaluateSabotage runs c against one of its deliberately broken variants.
+func EvaluateSabotage(ctx context.Context, t Target, c *Contract, s Sabotage, opts Options) (Result, error) {
+	return evaluate(ctx, t, c, opts, &s)
+}
+
+func evaluate(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage) (Result, error) {
+	jobs := opts.Jobs
+	if jobs <= 0 {
+		jobs = DefaultJobs
+	}
+	sc := c.Scenario(opts.Seed, jobs)
+	res := Result{Contract: c.ID, Claim: c.Claim, Target: t.Name(), Broker: t.Capabilities().Broker,
+		MeasuredOn: t.MeasuredOn(), Seed: opts.Seed, Scenario: sc.Name, Planned: planned(sc.Plan)}
+	if sab != nil {
+		res.Sabotage = sab.Name
+	}
+	if c.Needs != nil {
+		if why := c.Needs(t.Capabilities()); why != "" {
+			res.Verdict, res.Reason = Skipped, why
+			return res, nil
+		}
+	}
+	begin := time.Now()
+	ex, err := t.Execute(ctx, Run{Contract: c.ID, Scenario: sc, Seed: opts.Seed, Sabotage: sab})
+	res.Wall = time.Since(begin)
+	if err != nil {
+		return res, fmt.Errorf("%s on %s: %w", c.ID, t.Name(), err)
+	}
+	judge(&res, ex, c.Exercised)
+	return res, nil
+}
+
+// judge fills in the verdict: any violation wins; then anything undecided makes
+// it unknown; a run that did not exercise the claim is unknown too, never pass.
+func judge(res *Result, ex Execution, exercised func(Stats) string) {
+	vs, st, undecided := Check(ex.Ops, ex.Final, ex.Check)
+	res.Violations, res.Stats, res.HistoryLen = vs, st, len(ex.Ops)
+	res.Metrics = Measure(ex.Ops)
+	switch {
+	case len(vs) > 0:
+		res.Verdict = Violated
+		res.Reason = summarize(vs)
+	case len(undecided) > 0:
+		res.Verdict, res.Reason = Unknown, strings.Join(undecided, "; ")
+	case !ex.Final.Drained:
+		res.Verdict, res.Reason = Unknown, "the run hit its time limit before it drained"
+	case exercised != nil && exercised(st) != "":
+		res.Verdict, res.Reason = Unknown, exercised(st)
+	default:
+		res.Verdict = Pass
+	}
+}
+
+func summarize(vs []Violation) string {
+	seen := map[Property]int{}
+	var order []Property
+	for _, v := range vs {
+		if seen[v.Property] == 0 {
+			order = append(order, v.Property)
+		}
+		seen[v.Property]++
+	}
+	parts := make([]string, len(order))
+	for i, p := range order {
+		parts[i] = fmt.Sprintf("%s ×%d", p, seen[p])
+	}
+	return strings.Join(parts, ", ") + ": " + vs[0].Message
+}
+
+func planned(p faults.Plan) []string {
+	out := make([]string, len(p.Faults))
+	for i, f := range p.Faults {
+		out[i] = f.String()
+	}
+	return out
+}
+
+// Measure computes the per-job time distributions from a history.
+func Measure(ops []history.Op) Metrics {
+	type times struct{ enq, lease, end int64 }
+	byJob := map[string]*times{}
+	attempts := map[string]int{}
+	var order []string
+	for i := range ops {
+		op := &ops[i]
+		if op.Job == "" || op.Type != history.OK {
+			continue
+		}
+		t := byJob[op.Job]
+		if t == nil {
+			t = &times{}
+			byJob[op.Job] = t
+			order = append(order, op.Job)
+		}
+		switch op.F {
+		case history.Enqueue:
+			if t.enq == 0 {
+				t.enq = op.T
+			}
+		case history.Lease:
+			if t.lease == 0 {
+				t.lease = op.T
+			}
+			attempts[op.Job]++
+		case history.Ack, history.DeadLetter:
+			if t.end == 0 {
+				t.end = op.T
+			}
+		}
+	}
+	var wait, proc, total, att []float64
+	ms := func(d int64) float64 { return float64(d) / 1e6 }
+	for _, id := range order {
+		t := byJob[id]
+		if t.enq == 0 {
+			continue
+		}
+		if t.lease > 0 {
+			wait = append(wait, ms(t.lease-t.enq))
+			att = append(att, float64(attempts[id]))
+		}
+		if t.end > 0 && t.lease > 0 {
+			proc = append(proc, ms(t.end-t.lease))
+			total = append(total, ms(t.end-t.enq))
+		}
+	}
+	return Metrics{QueueWait: dist(wait), Processing: dist(proc), ToTerminal: dist(total), Attempts: dist(att)}
+}
+
+func dist(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	slices.Sort(xs)
+	q := func(p float64) float64 { return xs[min(len(xs)-1, int(p*float64(len(xs))))] }
+	return Dist{N: len(xs), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: xs[len(xs)-1]}
+}
+
+// Exercise runs every contract of the catalogue (or those named) against t and
+// returns every result. The error joins every violation, unknown verdict and
+// failed run, so a caller can treat the whole catalogue as one assertion; skipped
+// contracts are not errors.
+func Exercise(ctx context.Context, t Target, opts Options, ids ...string) ([]Result, error) {
+	cs, err := Select(ids)
+	if err != nil {
+		return nil, err
+	}
+	var results []Result
+	var errs []error
+	for _, c := range cs {
+		r, err := Evaluate(ctx, t, c, opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		results = append(results, r)
+		if r.Verdict == Violated || r.Verdict == Unknown {
+			errs = append(errs, &VerdictError{Contract: c.ID, Target: t.Name(), Verdict: r.Verdict, Reason: r.Reason})
+		}
+	}
+	return results, errors.Join(errs...)
+}
+
+// Select returns the contracts named by ids, or the whole catalogue for none.
+func Select(ids []string) ([]*Contract, error) {
+	if len(ids) == 0 {
+		return Catalogue, nil
+	}
+	out := make([]*Contract, 0, len(ids))
+	for _, id := range ids {
+		c, err := Lookup(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// VerdictError is a contract that did not pass on a target.
+type VerdictError struct {
+	Contract string
+	Target   string
+	Verdict  Verdict
+	Reason   string
+}
+
+func (e *VerdictError) Error() string {
+	return fmt.Sprintf("%s on %s: %s: %s", e.Contract, e.Target, e.Verdict, e.Reason)
+}

@@ -1,0 +1,149 @@
+package contracts
+
+import (
+	"context"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/sim"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// gate applies a link's faults around one call on the embedded target: a down
+// link refuses the call before it is applied (a definite failure); a lost reply
+// comes after it was applied (an unknown outcome). Every applied fault is recorded.
+type gate struct {
+	link *faults.Link
+	env  *pipeline.Env
+	now  func() time.Time
+}
+
+func (g gate) record(ctx context.Context, what string) {
+	target := ""
+	if p := sim.Current(ctx); p != nil {
+		target = p.Name
+	}
+	g.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: what, Key: g.link.Name, Target: target})
+}
+
+func (g gate) before(ctx context.Context) error {
+	if g.link.Down(g.now()) {
+		g.record(ctx, "refused")
+		return adapters.ErrUnavailable
+	}
+	return nil
+}
+
+func (g gate) after(ctx context.Context, err error) error {
+	if err == nil && g.link.LoseReply(g.now()) {
+		g.record(ctx, "reply_lost")
+		return adapters.ErrAmbiguous
+	}
+	return err
+}
+
+// gatedQueue is the embedded broker behind the broker link.
+type gatedQueue struct {
+	*mem.Queue
+	gate
+}
+
+func (q *gatedQueue) Enqueue(ctx context.Context, job adapters.Job) error {
+	if err := q.before(ctx); err != nil {
+		return err
+	}
+	return q.after(ctx, q.Queue.Enqueue(ctx, job))
+}
+
+func (q *gatedQueue) Lease(ctx context.Context, lease time.Duration) (adapters.Delivery, error) {
+	if err := q.before(ctx); err != nil {
+		return adapters.Delivery{}, err
+	}
+	d, err := q.Queue.Lease(ctx, lease)
+	if err := q.after(ctx, err); err != nil {
+		return adapters.Delivery{}, err
+	}
+	return d, nil
+}
+
+func (q *gatedQueue) Ack(ctx context.Context, d adapters.Delivery) error {
+	if err := q.before(ctx); err != nil {
+		return err
+	}
+	return q.after(ctx, q.Queue.Ack(ctx, d))
+}
+
+func (q *gatedQueue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
+	if err := q.before(ctx); err != nil {
+		return err
+	}
+	return q.after(ctx, q.Queue.Nack(ctx, d, delay))
+}
+
+func (q *gatedQueue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
+	if err := q.before(ctx); err != nil {
+		return err
+	}
+	return q.after(ctx, q.Queue.Extend(ctx, d, lease))
+}
+
+func (q *gatedQueue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
+	if err := q.before(ctx); err != nil {
+		return err
+	}
+	return q.after(ctx, q.Queue.DeadLetter(ctx, d, reason))
+}
+
+// gatedStore is the effect store behind the store link.
+type gatedStore struct {
+	pipeline.Store
+	gate
+}
+
+func (s *gatedStore) Fence(ctx context.Context, jobID string, token uint64) error {
+	if err := s.before(ctx); err != nil {
+		return err
+	}
+	return s.after(ctx, s.Store.Fence(ctx, jobID, token))
+}
+
+func (s *gatedStore) CommitResultWithEvent(ctx context.Context, req pipeline.CommitRequest) (bool, error) {
+	if err := s.before(ctx); err != nil {
+		return false, err
+	}
+	deduped, err := s.Store.CommitResultWithEvent(ctx, req)
+	return deduped, s.after(ctx, err)
+}
+
+func (s *gatedStore) DeadLetter(ctx context.Context, rec pipeline.DeadLetterRecord) error {
+	if err := s.before(ctx); err != nil {
+		return err
+	}
+	return s.after(ctx, s.Store.DeadLetter(ctx, rec))
+}
+
+func (s *gatedStore) Cancel(ctx context.Context, jobID string) error {
+	if err := s.before(ctx); err != nil {
+		return err
+	}
+	return s.after(ctx, s.Store.Cancel(ctx, jobID))
+}
+
+// WriteResult and WriteEvent keep the dual-write sabotage reachable through the gate.
+func (s *gatedStore) WriteResult(ctx context.Context, req pipeline.CommitRequest) (bool, error) {
+	if err := s.before(ctx); err != nil {
+		return false, err
+	}
+	deduped, err := s.Store.(pipeline.DualWriter).WriteResult(ctx, req)
+	return deduped, s.after(ctx, err)
+}
+
+func (s *gatedStore) WriteEvent(ctx context.Context, req pipeline.CommitRequest) error {
+	if err := s.before(ctx); err != nil {
+		return err
+	}
+	return s.after(ctx, s.Store.(pipeline.DualWriter).WriteEvent(ctx, req))
+}
