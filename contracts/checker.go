@@ -406,8 +406,10 @@ func (c *checker) extract(i int32, op *history.Op, j *jobState) {
 	case history.Invoke:
 		j.executions++
 		c.st.Executions++
-		if j.meta.MaxAttempts > 0 && j.executions == j.meta.MaxAttempts+1 {
-			c.violate(PropOverBudget, op.Job, fmt.Sprintf("executed %d times, budget %d", j.executions, j.meta.MaxAttempts), j.enqIdx, i)
+		// Each message of the job has its own budget: a producer that sent twice
+		// doubles it.
+		if budget := j.meta.MaxAttempts * max(j.enqueues, 1); j.meta.MaxAttempts > 0 && j.executions == budget+1 {
+			c.violate(PropOverBudget, op.Job, fmt.Sprintf("executed %d times, budget %d", j.executions, budget), j.enqIdx, i)
 		}
 		if j.meta.Deadline > 0 && op.T > j.meta.Deadline {
 			c.violate(PropAfterDeadline, op.Job, "work started after the job's deadline", j.enqIdx, i)
