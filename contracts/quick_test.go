@@ -21,3 +21,17 @@ func TestQuickCatalogue(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickScenarios(t *testing.T) {
+	for _, c := range SeedScenarios {
+		for seed := uint64(1); seed <= 20; seed++ {
+			r, err := Evaluate(context.Background(), MemTarget{}, c, Options{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != Pass || seed == 1 {
+				t.Logf("%d %-32s %-9s %s | hist=%d acc=%d applied=%d dead=%d dropped=%d", seed, c.ID, r.Verdict, r.Reason, r.HistoryLen, r.Stats.Accepted, r.Stats.Applied, r.Stats.DeadLettered, r.Stats.DroppedRepeats)
+			}
+		}
+	}
+}

@@ -153,9 +153,10 @@ func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
 		case Flap:
 			l := get(f.Link)
 			r := rand.New(rand.NewPCG(seed, 0xF1A9))
-			for t := from; t.Before(to); {
+			// Down and up in turn, starting down, each for a seeded 0.5–3 s.
+			for t, down := from, true; t.Before(to); down = !down {
 				d := time.Duration(500+r.IntN(2500)) * time.Millisecond
-				if r.IntN(2) == 0 {
+				if down {
 					l.windows = append(l.windows, Window{From: t, To: minTime(t.Add(d), to), Down: true})
 				}
 				t = t.Add(d)

@@ -34,6 +34,7 @@ type MemStore struct {
 	audits    map[string]Audit
 	auditOrd  []string
 	pending   int
+	committed map[string]bool // job ids with a successful commit, new or deduped
 }
 
 var (
@@ -45,7 +46,7 @@ var (
 func NewMemStore(opts MemStoreOptions) *MemStore {
 	return &MemStore{opts: opts, fences: map[string]uint64{}, results: map[string]*Result{},
 		eventIdx: map[string]*Event{}, applied: map[string]int{}, dead: map[string]*DeadLetterRecord{},
-		cancelled: map[string]bool{}, audits: map[string]Audit{}}
+		cancelled: map[string]bool{}, audits: map[string]Audit{}, committed: map[string]bool{}}
 }
 
 func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error {
@@ -77,6 +78,9 @@ func (s *MemStore) check(req CommitRequest) (deduped bool, err error) {
 func (s *MemStore) CommitResultWithEvent(ctx context.Context, req CommitRequest) (bool, error) {
 	s.mu.Lock()
 	deduped, err := s.check(req)
+	if err == nil && deduped {
+		s.committed[req.JobID] = true
+	}
 	s.mu.Unlock()
 	if err != nil || deduped {
 		return deduped, err
@@ -87,7 +91,11 @@ func (s *MemStore) CommitResultWithEvent(ctx context.Context, req CommitRequest)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if deduped, err := s.check(req); err != nil || deduped {
+	deduped, err = s.check(req)
+	if err == nil {
+		s.committed[req.JobID] = true
+	}
+	if err != nil || deduped {
 		return deduped, err
 	}
 	s.putResult(req)
@@ -118,6 +126,9 @@ func (s *MemStore) WriteResult(ctx context.Context, req CommitRequest) (bool, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	deduped, err := s.check(req)
+	if err == nil {
+		s.committed[req.JobID] = true
+	}
 	if err != nil || deduped {
 		return deduped, err
 	}
@@ -136,6 +147,9 @@ func (s *MemStore) WriteEvent(ctx context.Context, req CommitRequest) error {
 func (s *MemStore) DeadLetter(ctx context.Context, rec DeadLetterRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.committed[rec.JobID] {
+		return ErrAlreadyCommitted
+	}
 	if _, ok := s.dead[rec.JobID]; ok {
 		return nil
 	}
@@ -147,6 +161,9 @@ func (s *MemStore) DeadLetter(ctx context.Context, rec DeadLetterRecord) error {
 func (s *MemStore) Cancel(ctx context.Context, jobID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.committed[jobID] {
+		return ErrAlreadyCommitted
+	}
 	if !s.cancelled[jobID] {
 		s.cancelled[jobID] = true
 		s.cancelOrd = append(s.cancelOrd, jobID)

@@ -12,6 +12,9 @@ var (
 	ErrOperatorRequired = errors.New("reprocess needs an operator id")
 	ErrNotDeadLettered  = errors.New("job is not dead-lettered")
 	ErrCancelledJob     = errors.New("a cancelled job has no reprocess path")
+	// ErrAlreadyCommitted: the job's result is committed, so it cannot also be
+	// dead-lettered or cancelled. The store keeps one terminal outcome per job.
+	ErrAlreadyCommitted = errors.New("job already committed")
 )
 
 // IdempotencyConflictError: the key exists with a different payload hash. Nothing
@@ -123,9 +126,11 @@ type Store interface {
 	// deduped=true, nothing written. Same key, other hash: *IdempotencyConflictError.
 	// A token below the job's highest: ErrStaleToken.
 	CommitResultWithEvent(ctx context.Context, req CommitRequest) (deduped bool, err error)
-	// DeadLetter records rec; idempotent per job id.
+	// DeadLetter records rec; idempotent per job id. ErrAlreadyCommitted if a
+	// commit of the job (new or deduped) succeeded: the caller then acks.
 	DeadLetter(ctx context.Context, rec DeadLetterRecord) error
-	// Cancel records a terminal cancellation; idempotent.
+	// Cancel records a terminal cancellation; idempotent; ErrAlreadyCommitted as
+	// for DeadLetter.
 	Cancel(ctx context.Context, jobID string) error
 	// RecordReprocess marks the dead job reprocessed and writes the audit entry, in
 	// one transaction. ErrNotDeadLettered, ErrCancelledJob. Idempotent per old job:

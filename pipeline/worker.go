@@ -58,6 +58,8 @@ func ErrorCode(err error) string {
 		return ReasonIdempotencyConflict
 	case errors.Is(err, ErrDeadlinePassed):
 		return "deadline_passed"
+	case errors.Is(err, ErrAlreadyCommitted):
+		return "already_committed"
 	}
 	return Classify(err).String()
 }
@@ -284,8 +286,8 @@ func (w *Worker) cancel(ctx context.Context, d adapters.Delivery, key string) {
 	w.rec(history.Invoke, history.Cancel, d, key, "", nil)
 	err := w.Store.Cancel(ctx, d.Job.ID)
 	w.recResult(history.Cancel, d, key, "", err)
-	if err == nil {
-		w.ack(ctx, d, key)
+	if err == nil || errors.Is(err, ErrAlreadyCommitted) {
+		w.ack(ctx, d, key) // committed before: only the ack was missing
 	}
 }
 
@@ -298,8 +300,11 @@ func (w *Worker) deadLetter(ctx context.Context, d adapters.Delivery, key string
 	}
 	rec := DeadLetterRecord{JobID: d.Job.ID, Tenant: d.Job.Tenant, Key: key, Reason: reason, Attempt: d.Attempt, At: w.Env.Now()}
 	w.rec(history.Invoke, history.DeadLetter, d, key, reason, nil)
-	if err := w.Store.DeadLetter(ctx, rec); err != nil {
+	if err := w.Store.DeadLetter(ctx, rec); err != nil && !(w.Sabotage.TimeoutAsFailure && errors.Is(err, ErrAlreadyCommitted)) {
 		w.recResult(history.DeadLetter, d, key, reason, err)
+		if errors.Is(err, ErrAlreadyCommitted) {
+			w.ack(ctx, d, key) // committed before: only the ack was missing
+		}
 		return
 	}
 	var err error

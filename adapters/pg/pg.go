@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/pg/pgdb"
@@ -178,7 +179,7 @@ func newQueries(schema string, opts Options) queries {
 		nack:   s(`UPDATE {s}.jobs SET lease_until = NULL, visible_at = now() + $3::interval WHERE id = $1 AND token = $2`),
 		extend: s(`UPDATE {s}.jobs SET lease_until = now() + $3::interval WHERE id = $1 AND token = $2 AND lease_until > now()`),
 		deadLetter: s(`WITH m AS (DELETE FROM {s}.jobs WHERE id = $1 AND token = $2 RETURNING ` + jobCols + `)
-			INSERT INTO {s}.dead (` + jobCols + `, reason) SELECT ` + jobCols + `, $3 FROM m`),
+			INSERT INTO {s}.dead (` + jobCols + `, reason) SELECT ` + jobCols + `, $3::text FROM m`),
 		inspectJobs: s(`SELECT job_id, lease_until IS NOT NULL AND lease_until > now() FROM {s}.jobs ORDER BY id`),
 		inspectDead: s(`SELECT job_id FROM {s}.dead ORDER BY seq`),
 	}
@@ -363,9 +364,9 @@ func rowID(d adapters.Delivery) (int64, error) {
 	return id, nil
 }
 
-// querier is what Ack needs from a pool or a transaction.
+// querier is what onDelivery needs: the pool, or a caller's transaction.
 type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconnCommandTag, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -403,7 +404,7 @@ func (q *Queue) onDelivery(ctx context.Context, db querier, op, sql string, d ad
 // Ack deletes the job if d is its current delivery: adapters.ErrStaleToken once a
 // newer delivery exists, adapters.ErrLeaseLost once the job is gone.
 func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
-	return q.onDelivery(ctx, pool{q}, "ack", q.q.ack, d)
+	return q.onDelivery(ctx, q.db.Pool, "ack", q.q.ack, d)
 }
 
 // AckTx is Ack inside the caller's transaction tx: the job's row is deleted when,
@@ -413,26 +414,26 @@ func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
 // by tx until it ends, so a concurrent Lease skips it. Errors are those of Ack;
 // after one, tx should be rolled back.
 func (q *Queue) AckTx(ctx context.Context, tx pgx.Tx, d adapters.Delivery) error {
-	return q.onDelivery(ctx, txQuerier{tx}, "ack", q.q.ack, d)
+	return q.onDelivery(ctx, tx, "ack", q.q.ack, d)
 }
 
 // Nack clears the lease and makes the job visible after delay, if d is its
 // current delivery.
 func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
-	return q.onDelivery(ctx, pool{q}, "nack", q.q.nack, d, delay)
+	return q.onDelivery(ctx, q.db.Pool, "nack", q.q.nack, d, delay)
 }
 
 // Extend moves the lease end of a live delivery to now()+lease;
 // adapters.ErrLeaseLost once the lease expired or the job is gone,
 // adapters.ErrStaleToken once a newer delivery exists.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
-	return q.onDelivery(ctx, pool{q}, "extend", q.q.extend, d, lease)
+	return q.onDelivery(ctx, q.db.Pool, "extend", q.q.extend, d, lease)
 }
 
 // DeadLetter moves the current delivery's job to the dead-letter table with
 // reason, in one statement.
 func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
-	return q.onDelivery(ctx, pool{q}, "dead letter", q.q.deadLetter, d, reason)
+	return q.onDelivery(ctx, q.db.Pool, "dead letter", q.q.deadLetter, d, reason)
 }
 
 // Inspect lists what is left, by job id, from one snapshot: queued (including
