@@ -116,6 +116,8 @@ type jobState struct {
 	deliveries  []delivery
 	reprocessed bool
 	lastExtract int32
+	commitInv   int32 // first commit invoke
+	fault       int32 // last fault that named this job
 }
 
 type keyState struct {
@@ -173,6 +175,10 @@ func (c *checker) violate(p Property, job, msg string, idx ...int32) {
 		return
 	}
 	v := Violation{Property: p, Job: job, Message: msg}
+	if j, ok := c.jobs[job]; ok {
+		// Every witness names the job's acceptance and first delivery too.
+		idx = append(idx, j.enqIdx, j.firstLease)
+	}
 	slices.Sort(idx)
 	for _, i := range slices.Compact(idx) {
 		if i >= 0 && int(i) < len(c.ops) {
@@ -185,7 +191,7 @@ func (c *checker) violate(p Property, job, msg string, idx ...int32) {
 func (c *checker) job(id string) *jobState {
 	j, ok := c.jobs[id]
 	if !ok {
-		j = &jobState{enqIdx: -1, firstLease: -1, terminalIdx: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1}
+		j = &jobState{enqIdx: -1, firstLease: -1, terminalIdx: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1, commitInv: -1, fault: -1}
 		c.jobs[id] = j
 		c.order = append(c.order, id)
 	}
@@ -212,6 +218,9 @@ func (c *checker) end(j *jobState, proc, how string) {
 
 func (c *checker) observe(i int32, op *history.Op) {
 	if op.F == history.Fault {
+		if op.Job != "" {
+			c.job(op.Job).fault = i
+		}
 		c.st.Faults[op.Value]++
 		if op.Key != "" {
 			c.st.Faults[op.Value+":"+op.Key]++
@@ -427,6 +436,10 @@ func (c *checker) extract(i int32, op *history.Op, j *jobState) {
 
 func (c *checker) commit(i int32, op *history.Op, j *jobState) {
 	switch op.Type {
+	case history.Invoke:
+		if j.commitInv < 0 {
+			j.commitInv = i
+		}
 	case history.OK:
 		if op.Token < j.maxFence {
 			c.violate(PropStaleCommit, op.Job, fmt.Sprintf("commit with token %d accepted after token %d was fenced", op.Token, j.maxFence), j.open(op.Process).leaseIdx(), i)
@@ -601,7 +614,11 @@ func (c *checker) finish(f Final) []string {
 	for key, r := range results {
 		if _, ok := events[key]; !ok && r.EventID != "" {
 			if e, ok := c.keys[key]; !ok || e.applied == 0 {
-				c.violate(PropOutboxOrphan, r.JobID, "a result without its outbox event: "+key, c.keys[key].idx())
+				w := []int32{c.keys[key].idx()}
+				if j := c.jobs[r.JobID]; j != nil {
+					w = append(w, j.enqIdx, j.commitInv, j.fault, j.commitIdx)
+				}
+				c.violate(PropOutboxOrphan, r.JobID, "a result without its outbox event: "+key, w...)
 			}
 		}
 		if k := c.keys[key]; k != nil && k.tenant != "" && r.Tenant != k.tenant {

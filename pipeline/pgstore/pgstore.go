@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/pg/pgdb"
@@ -192,6 +193,14 @@ func (s *Store) wrap(err error) error {
 	return fmt.Errorf("pgstore: %w", err)
 }
 
+// exec runs a single-statement write.
+func (s *Store) exec(ctx context.Context, op, sql string, args ...any) error {
+	return s.wrap(s.db.WithConn(ctx, op, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, sql, args...)
+		return err
+	}))
+}
+
 // dbErr maps a pgx error of op (see pgdb.DB.Err).
 func (s *Store) dbErr(op string, err error, write bool) error {
 	return s.wrap(s.db.Err(op, err, write))
@@ -205,8 +214,11 @@ func stale(jobID string, token, highest uint64) error {
 // adapters.ErrStaleToken if a higher one was seen. Idempotent.
 func (s *Store) Fence(ctx context.Context, jobID string, token uint64) error {
 	var highest uint64
-	if err := s.db.Pool.QueryRow(ctx, s.q.fence, jobID, token).Scan(&highest); err != nil {
-		return s.dbErr("fence "+jobID, err, true)
+	err := s.db.WithConn(ctx, "fence "+jobID, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, s.q.fence, jobID, token).Scan(&highest)
+	})
+	if err != nil {
+		return s.wrap(err)
 	}
 	if highest > token && !s.opts.NoFence {
 		return stale(jobID, token, highest)
@@ -239,8 +251,7 @@ func (s *Store) WriteResult(ctx context.Context, req pipeline.CommitRequest) (bo
 
 // WriteEvent is the second half of the naive dual write.
 func (s *Store) WriteEvent(ctx context.Context, req pipeline.CommitRequest) error {
-	_, err := s.db.Pool.Exec(ctx, s.q.insertEvent, req.EventID, req.Key, req.JobID)
-	return s.dbErr("write event "+req.EventID, err, true)
+	return s.exec(ctx, "write event "+req.EventID, s.q.insertEvent, req.EventID, req.Key, req.JobID)
 }
 
 func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEvent bool, also func(context.Context, pgx.Tx) error) (deduped bool, err error) {
@@ -286,19 +297,26 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 			req.BeforeCommit(ctx) // the mid_commit crash point: written, not committed
 		}
 	}
+	// Definitely not committed when the caller gave up or the connection is
+	// already gone: the deferred rollback (or the server, on the closed
+	// connection) ends the transaction.
+	if err := ctx.Err(); err != nil {
+		return false, s.wrap(fmt.Errorf("%s: not committed: %w", op, err))
+	}
+	if tx.Conn().IsClosed() {
+		return false, fmt.Errorf("pgstore: %s: connection closed before COMMIT: %w", op, adapters.ErrUnavailable)
+	}
 	return false, s.dbErr(op, tx.Commit(ctx), true)
 }
 
 // DeadLetter records rec; idempotent per job id (the first record wins).
 func (s *Store) DeadLetter(ctx context.Context, rec pipeline.DeadLetterRecord) error {
-	_, err := s.db.Pool.Exec(ctx, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
-	return s.dbErr("dead letter "+rec.JobID, err, true)
+	return s.exec(ctx, "dead letter "+rec.JobID, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
 }
 
 // Cancel records a terminal cancellation; idempotent.
 func (s *Store) Cancel(ctx context.Context, jobID string) error {
-	_, err := s.db.Pool.Exec(ctx, s.q.cancel, jobID)
-	return s.dbErr("cancel "+jobID, err, true)
+	return s.exec(ctx, "cancel "+jobID, s.q.cancel, jobID)
 }
 
 // RecordReprocess marks the dead job reprocessed and writes the audit entry in one
@@ -387,27 +405,28 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string, at time.Time) e
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.db.Pool.Exec(ctx, s.q.markPublished, ids, at)
-	return s.dbErr("mark published", err, true)
+	return s.exec(ctx, "mark published", s.q.markPublished, ids, at)
 }
 
 // PurgePublished removes events published before cutoff and returns how many.
 func (s *Store) PurgePublished(ctx context.Context, cutoff time.Time) (int, error) {
-	tag, err := s.db.Pool.Exec(ctx, s.q.purge, cutoff)
-	if err != nil {
-		return 0, s.dbErr("purge published", err, true)
-	}
-	return int(tag.RowsAffected()), nil
+	var n int64
+	err := s.db.WithConn(ctx, "purge published", func(c *pgxpool.Conn) error {
+		tag, err := c.Exec(ctx, s.q.purge, cutoff)
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), s.wrap(err)
 }
 
 // ApplyEvent counts the consumer's application of eventID and reports whether it
 // was the first. Not idempotent by nature: an ErrAmbiguous may have counted.
 func (s *Store) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
 	var n int
-	if err := s.db.Pool.QueryRow(ctx, s.q.apply, eventID).Scan(&n); err != nil {
-		return false, s.dbErr("apply "+eventID, err, true)
-	}
-	return n == 1, nil
+	err := s.db.WithConn(ctx, "apply "+eventID, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, s.q.apply, eventID).Scan(&n)
+	})
+	return err == nil && n == 1, s.wrap(err)
 }
 
 // Snapshot reads the whole state from one consistent snapshot: results in commit

@@ -133,8 +133,10 @@ func (db *DB) DropSchema(ctx context.Context, schema string) error {
 	if err := ValidSchema(schema); err != nil {
 		return err
 	}
-	_, err := db.Pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+Ident(schema)+" CASCADE")
-	return db.Err("drop "+schema, err, true)
+	return db.WithConn(ctx, "drop "+schema, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+Ident(schema)+" CASCADE")
+		return err
+	})
 }
 
 // Ident quotes an identifier.
@@ -158,20 +160,26 @@ func Rollback(ctx context.Context, tx pgx.Tx) {
 //
 //   - the server answered with an error (other than a shutdown or connection
 //     failure): returned as is, wrapped; it is definite.
-//   - no connection could be made, or nothing was sent, or write is false:
-//     wrapped with adapters.ErrUnavailable.
-//   - the connection failed or timed out after a write was sent:
-//     wrapped with adapters.ErrAmbiguous.
+//   - no connection could be made, or write is false: wrapped with
+//     adapters.ErrUnavailable.
+//   - the connection failed or timed out during a write: wrapped with
+//     adapters.ErrAmbiguous.
+//
+// pgconn.SafeToRetry is deliberately not trusted for writes: when the reply to a
+// statement that was sent is lost, pgx (v5.12) may report the follow-up
+// "conn closed" lock error, which claims SafeToRetry. A write is only known
+// unsent when no connection could be had; WithConn separates that case.
 //
 // Context errors stay in the chain (errors.Is(err, context.Canceled) holds).
 func (db *DB) Err(op string, err error, write bool) error {
 	if err == nil {
 		return nil
 	}
+	var ce *pgconn.ConnectError
 	e := &Error{Op: op, Err: err, secret: db.secret}
 	switch {
 	case !connLevel(err):
-	case !write || notSent(err):
+	case !write || errors.As(err, &ce):
 		e.Kind = adapters.ErrUnavailable
 	default:
 		e.Kind = adapters.ErrAmbiguous
@@ -179,10 +187,16 @@ func (db *DB) Err(op string, err error, write bool) error {
 	return e
 }
 
-// notSent: the failure happened before the request reached the server.
-func notSent(err error) bool {
-	var ce *pgconn.ConnectError
-	return pgconn.SafeToRetry(err) || errors.As(err, &ce)
+// WithConn runs the single-statement write fn on a connection of the pool. A
+// failure to get a connection is adapters.ErrUnavailable (nothing was sent); an
+// error of fn is mapped by Err with write = true.
+func (db *DB) WithConn(ctx context.Context, op string, fn func(c *pgxpool.Conn) error) error {
+	c, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return db.Err(op, err, false)
+	}
+	defer c.Release()
+	return db.Err(op, fn(c), true)
 }
 
 // connLevel: err is about the connection, not a definite answer of the server.
@@ -194,7 +208,8 @@ func connLevel(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
 	}
 	var ne net.Error
-	return notSent(err) || pgconn.Timeout(err) || errors.As(err, &ne) ||
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
