@@ -103,21 +103,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 	producerDone, operatorDone := false, !sc.Operator
 	byID := map[string]adapters.Job{}
 	s.Spawn(ctx, "producer", func(ctx context.Context) {
-		env := newEnv("producer")
-		for _, js := range sc.Jobs {
-			if wait := start.Add(js.At).Sub(s.Now()); wait > 0 {
-				_ = sim.Sleep(ctx, wait)
-			}
-			job := js.Job
-			job.CreatedAt = s.Now()
-			if js.Deadline > 0 {
-				job.Deadline = start.Add(js.Deadline)
-			}
-			byID[job.ID] = job
-			for range 1 + boolInt(js.Twice) {
-				produce(ctx, env, gq, job)
-			}
-		}
+		Produce(ctx, newEnv("producer"), gq, sc.Jobs, start, func(job adapters.Job) { byID[job.ID] = job })
 		producerDone = true
 	})
 	// One supervisor per worker slot restarts its worker after a crash.
@@ -175,7 +161,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 	})
 	if sc.Operator {
 		s.Spawn(ctx, "operator", func(ctx context.Context) {
-			operate(ctx, newEnv("operator"), store, gq, byID, sab.Pipeline.ReprocessInPlace, func() bool { return producerDone && q.Live() == 0 })
+			Operate(ctx, newEnv("operator"), store, gq, byID, sab.Pipeline.ReprocessInPlace, 2*time.Second, func() bool { return producerDone && q.Live() == 0 })
 			operatorDone = true
 		})
 	}
@@ -202,10 +188,33 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// Produce sends every job at its offset from start (deadlines likewise relative
+// to start), calling sent for each before it is sent.
+func Produce(ctx context.Context, env *pipeline.Env, q adapters.Queue, jobs []JobSpec, start time.Time, sent func(adapters.Job)) {
+	for _, js := range jobs {
+		if wait := start.Add(js.At).Sub(env.Now()); wait > 0 {
+			if env.Sleep(ctx, wait) != nil {
+				return
+			}
+		}
+		job := js.Job
+		job.CreatedAt = env.Now()
+		if js.Deadline > 0 {
+			job.Deadline = start.Add(js.Deadline)
+		}
+		if sent != nil {
+			sent(job)
+		}
+		for range 1 + boolInt(js.Twice) {
+			produce(ctx, env, q, job)
+		}
+	}
+}
+
 // produce sends job, retrying while the outcome is unknown or the broker is down:
 // enqueue is at-least-once, the store dedupes.
 func produce(ctx context.Context, env *pipeline.Env, q adapters.Queue, job adapters.Job) {
-	for try := 0; try < 20; try++ {
+	for try := 0; try < 20 && ctx.Err() == nil; try++ {
 		err := pipeline.Enqueue(ctx, env, q, job)
 		if err == nil {
 			return
@@ -214,14 +223,20 @@ func produce(ctx context.Context, env *pipeline.Env, q adapters.Queue, job adapt
 	}
 }
 
-// operate is the operator: it tries the refused paths once, then reprocesses
-// every dead-lettered job once the queue is quiet.
-func operate(ctx context.Context, env *pipeline.Env, store *pipeline.MemStore, q adapters.Queue, jobs map[string]adapters.Job, inPlace bool, quiet func() bool) {
+// Operate is the operator of dlq.reprocess: it tries the two refused paths once
+// (no operator id; a cancelled job), then reprocesses every dead-lettered job of
+// version 1 as operator "op-alice", until quiet reports the queue is empty and
+// nothing is left to reprocess. jobs maps job ids to the jobs the producer sent;
+// Operate adds the new jobs to it. It returns when ctx ends.
+func Operate(ctx context.Context, env *pipeline.Env, store pipeline.Store, q adapters.Queue, jobs map[string]adapters.Job, inPlace bool, every time.Duration, quiet func() bool) {
 	done := map[string]bool{}
 	refused := false
-	for {
-		_ = env.Sleep(ctx, 2*time.Second)
-		st, _ := store.Snapshot(ctx)
+	for ctx.Err() == nil {
+		_ = env.Sleep(ctx, every)
+		st, err := store.Snapshot(ctx)
+		if err != nil {
+			continue
+		}
 		if !refused && len(st.DeadLetters) > 0 && len(st.Cancelled) > 0 {
 			refused = true
 			dead := jobs[st.DeadLetters[0].JobID]

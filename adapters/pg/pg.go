@@ -29,6 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/pg/pgdb"
@@ -285,16 +286,11 @@ func (q *Queue) Drop(ctx context.Context) error {
 	return nil
 }
 
-// fail wraps err of op on delivery d (zero for Enqueue and Lease) as an OpError.
-// write: see pgdb.DB.Err.
-func (q *Queue) fail(op string, d adapters.Delivery, err error, write bool) error {
+// opErr wraps err of op on delivery d (zero for Enqueue, Lease and Inspect).
+// Errors from the database are mapped by pgdb before they get here.
+func opErr(op string, d adapters.Delivery, err error) error {
 	if err == nil {
 		return nil
-	}
-	var pe *pgdb.Error
-	if !errors.As(err, &pe) && !errors.Is(err, adapters.ErrStaleToken) && !errors.Is(err, adapters.ErrLeaseLost) &&
-		!errors.Is(err, adapters.ErrClosed) && !errors.Is(err, adapters.ErrNoJob) {
-		err = q.db.Err(op, err, write)
 	}
 	return &adapters.OpError{Target: Broker, Op: op, JobID: d.Job.ID, Attempt: d.Attempt, Err: err}
 }
@@ -304,39 +300,43 @@ func (q *Queue) fail(op string, d adapters.Delivery, err error, write bool) erro
 func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 	d := adapters.Delivery{Job: job}
 	if q.closed.Load() {
-		return q.fail("enqueue", d, adapters.ErrClosed, false)
+		return opErr("enqueue", d, adapters.ErrClosed)
 	}
 	var deadline *time.Time
 	if !job.Deadline.IsZero() {
 		deadline = &job.Deadline
 	}
-	_, err := q.db.Pool.Exec(ctx, q.q.enqueue, job.ID, job.Tenant, job.DocumentID, job.Version, job.Payload,
-		job.CreatedAt, deadline, job.MaxAttempts, job.Group)
-	return q.fail("enqueue", d, err, true)
+	return opErr("enqueue", d, q.db.WithConn(ctx, "enqueue", func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, q.q.enqueue, job.ID, job.Tenant, job.DocumentID, job.Version, job.Payload,
+			job.CreatedAt, deadline, job.MaxAttempts, job.Group)
+		return err
+	}))
 }
 
 // Lease claims the oldest visible job for lease (FIFO: the oldest of its group,
 // and only while it is not in flight) in one committed statement, or returns
 // adapters.ErrNoJob. With a delivery limit, jobs delivered limit times are moved
-// to the dead-letter table on the way, as adapters/mem does.
+// to the dead-letter table on the way, as adapters/mem does. A lost reply is
+// adapters.ErrAmbiguous: a lease may have been granted, and will expire.
 func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delivery, error) {
 	var none adapters.Delivery
 	if q.closed.Load() {
-		return none, q.fail("lease", none, adapters.ErrClosed, false)
+		return none, opErr("lease", none, adapters.ErrClosed)
 	}
 	for {
 		var dead bool
 		var d adapters.Delivery
-		var id int64
+		var id, token int64
 		var deadline *time.Time
-		var token int64
-		err := q.db.Pool.QueryRow(ctx, q.q.lease, lease).Scan(&dead, &id, &d.Job.ID, &d.Job.Tenant, &d.Job.DocumentID,
-			&d.Job.Version, &d.Job.Payload, &d.Job.CreatedAt, &deadline, &d.Job.MaxAttempts, &d.Job.Group, &token, &d.Attempt)
+		err := q.db.WithConn(ctx, "lease", func(c *pgxpool.Conn) error {
+			return c.QueryRow(ctx, q.q.lease, lease).Scan(&dead, &id, &d.Job.ID, &d.Job.Tenant, &d.Job.DocumentID,
+				&d.Job.Version, &d.Job.Payload, &d.Job.CreatedAt, &deadline, &d.Job.MaxAttempts, &d.Job.Group, &token, &d.Attempt)
+		})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return none, adapters.ErrNoJob
 		case err != nil:
-			return none, q.fail("lease", none, err, true)
+			return none, opErr("lease", none, err)
 		case dead:
 			continue // moved past its delivery limit; look again
 		}
@@ -364,47 +364,72 @@ func rowID(d adapters.Delivery) (int64, error) {
 	return id, nil
 }
 
-// querier is what onDelivery needs: the pool, or a caller's transaction.
+// querier is what onDelivery needs: a pooled connection, or a caller's
+// transaction.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // onDelivery runs the write of op for d with the given statement (its first two
-// parameters are the row id and the token). When it touches no row it finds out
-// why: the row is gone (adapters.ErrLeaseLost), it has a newer token
-// (adapters.ErrStaleToken), or else (Extend of an expired lease) ErrLeaseLost.
-func (q *Queue) onDelivery(ctx context.Context, db querier, op, sql string, d adapters.Delivery, args ...any) error {
+// parameters are the row id and the token), on tx if it is not nil, else on the
+// pool. When the write touches no row it finds out why: the row is gone
+// (adapters.ErrLeaseLost), it has a newer token (adapters.ErrStaleToken), or else
+// (Extend of an expired lease) ErrLeaseLost.
+func (q *Queue) onDelivery(ctx context.Context, tx pgx.Tx, op, sql string, d adapters.Delivery, args ...any) error {
 	if q.closed.Load() {
-		return q.fail(op, d, adapters.ErrClosed, false)
+		return opErr(op, d, adapters.ErrClosed)
 	}
 	id, err := rowID(d)
 	if err != nil {
-		return q.fail(op, d, err, false)
+		return opErr(op, d, err)
 	}
-	tag, err := db.Exec(ctx, sql, append([]any{id, int64(d.Token)}, args...)...)
-	if err != nil {
-		return q.fail(op, d, err, true)
+	var touched bool
+	write := func(db querier) error {
+		tag, err := db.Exec(ctx, sql, append([]any{id, int64(d.Token)}, args...)...)
+		touched = tag.RowsAffected() > 0
+		return err
 	}
-	if tag.RowsAffected() > 0 {
+	why := func(db querier) error {
+		var token int64
+		switch err := db.QueryRow(ctx, q.q.token, id).Scan(&token); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return adapters.ErrLeaseLost
+		case err != nil:
+			return q.db.Err(op, err, false) // the write touched nothing: definite
+		case uint64(token) != d.Token:
+			return adapters.ErrStaleToken
+		}
+		return adapters.ErrLeaseLost
+	}
+	if tx != nil {
+		// Nothing is applied before the caller commits.
+		if err := write(tx); err != nil {
+			return opErr(op, d, q.db.Err(op, err, false))
+		}
+		if touched {
+			return nil
+		}
+		return opErr(op, d, why(tx))
+	}
+	var verdict error
+	err = q.db.WithConn(ctx, op, func(c *pgxpool.Conn) error {
+		if err := write(c); err != nil || touched {
+			return err
+		}
+		verdict = why(c)
 		return nil
+	})
+	if err == nil {
+		err = verdict
 	}
-	var token int64
-	switch err := db.QueryRow(ctx, q.q.token, id).Scan(&token); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return q.fail(op, d, adapters.ErrLeaseLost, false)
-	case err != nil:
-		return q.fail(op, d, err, false)
-	case uint64(token) != d.Token:
-		return q.fail(op, d, adapters.ErrStaleToken, false)
-	}
-	return q.fail(op, d, adapters.ErrLeaseLost, false)
+	return opErr(op, d, err)
 }
 
 // Ack deletes the job if d is its current delivery: adapters.ErrStaleToken once a
 // newer delivery exists, adapters.ErrLeaseLost once the job is gone.
 func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
-	return q.onDelivery(ctx, q.db.Pool, "ack", q.q.ack, d)
+	return q.onDelivery(ctx, nil, "ack", q.q.ack, d)
 }
 
 // AckTx is Ack inside the caller's transaction tx: the job's row is deleted when,
@@ -420,20 +445,20 @@ func (q *Queue) AckTx(ctx context.Context, tx pgx.Tx, d adapters.Delivery) error
 // Nack clears the lease and makes the job visible after delay, if d is its
 // current delivery.
 func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
-	return q.onDelivery(ctx, q.db.Pool, "nack", q.q.nack, d, delay)
+	return q.onDelivery(ctx, nil, "nack", q.q.nack, d, delay)
 }
 
 // Extend moves the lease end of a live delivery to now()+lease;
 // adapters.ErrLeaseLost once the lease expired or the job is gone,
 // adapters.ErrStaleToken once a newer delivery exists.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
-	return q.onDelivery(ctx, q.db.Pool, "extend", q.q.extend, d, lease)
+	return q.onDelivery(ctx, nil, "extend", q.q.extend, d, lease)
 }
 
 // DeadLetter moves the current delivery's job to the dead-letter table with
 // reason, in one statement.
 func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
-	return q.onDelivery(ctx, q.db.Pool, "dead letter", q.q.deadLetter, d, reason)
+	return q.onDelivery(ctx, nil, "dead letter", q.q.deadLetter, d, reason)
 }
 
 // Inspect lists what is left, by job id, from one snapshot: queued (including
@@ -443,11 +468,11 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	var inv adapters.Inventory
 	var none adapters.Delivery
 	if q.closed.Load() {
-		return inv, q.fail("inspect", none, adapters.ErrClosed, false)
+		return inv, opErr("inspect", none, adapters.ErrClosed)
 	}
 	tx, err := q.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return inv, q.fail("inspect", none, err, false)
+		return inv, opErr("inspect", none, q.db.Err("inspect", err, false))
 	}
 	defer pgdb.Rollback(ctx, tx)
 	rows, _ := tx.Query(ctx, q.q.inspectJobs)
@@ -462,12 +487,12 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 		return nil
 	})
 	if err != nil {
-		return adapters.Inventory{}, q.fail("inspect", none, err, false)
+		return adapters.Inventory{}, opErr("inspect", none, q.db.Err("inspect", err, false))
 	}
 	rows, _ = tx.Query(ctx, q.q.inspectDead)
 	inv.DeadLettered, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return adapters.Inventory{}, q.fail("inspect", none, err, false)
+		return adapters.Inventory{}, opErr("inspect", none, q.db.Err("inspect", err, false))
 	}
 	return inv, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/runner"
 )
 
 func main() {
@@ -76,12 +77,24 @@ func run(args []string) error {
 		Short: "List the contracts and seed scenarios, their claims and which targets support them",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.List(cmd.OutOrStdout(), listTargets)
+			return cli.List(ctx, cmd.OutOrStdout(), listTargets)
 		},
 	}
 	listCmd.Flags().StringArrayVar(&listTargets, "target", nil, "target to check support on; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd)
+	var workerConfig string
+	workerCmd := &cobra.Command{
+		Use:    "worker",
+		Short:  "Run one child process of a real-target run (started by durachk itself)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runner.Child(ctx, workerConfig)
+		},
+	}
+	workerCmd.Flags().StringVar(&workerConfig, "config", "", "child config file")
+
+	root.AddCommand(runCmd, selftestCmd, listCmd, workerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
 )
 
@@ -59,33 +61,25 @@ type RunOptions struct {
 	Command   string // the command line, for the report's reproduce line
 }
 
-// ResolveTarget turns a --target value into a Target.
-func ResolveTarget(spec string) (contracts.Target, error) {
-	switch {
-	case spec == "" || spec == "mem":
+// ResolveTarget turns a --target value into a Target: mem, or a broker URL
+// whose broker is reached once to read its version and capabilities.
+func ResolveTarget(ctx context.Context, spec string, log io.Writer) (contracts.Target, error) {
+	if spec == "" || spec == "mem" {
 		return contracts.MemTarget{}, nil
-	case strings.Contains(spec, "://"):
-		scheme, _, _ := strings.Cut(spec, "://")
-		return nil, ConfigError(fmt.Errorf("target %s: the %s target is not available in this build", redact(spec), scheme))
 	}
-	return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", spec))
-}
-
-// redact removes a password from a URL-like string.
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
+	if !strings.Contains(spec, "://") {
+		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", spec))
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
+	s, err := targets.Parse(spec)
+	if err != nil {
+		return nil, ConfigError(err)
 	}
-	user, _, hasPw := strings.Cut(rest[:at], ":")
-	if !hasPw {
-		return s
+	t, err := runner.New(ctx, s)
+	if err != nil {
+		return nil, ConfigError(err)
 	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	t.Log = log
+	return t, nil
 }
 
 // selection returns the contracts and scenarios a run asks for.
@@ -117,13 +111,13 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if len(o.Targets) == 0 {
 		o.Targets = []string{"mem"}
 	}
-	var targets []contracts.Target
+	var ts []contracts.Target
 	for _, spec := range o.Targets {
-		t, err := ResolveTarget(spec)
+		t, err := ResolveTarget(ctx, spec, stderr)
 		if err != nil {
 			return err
 		}
-		targets = append(targets, t)
+		ts = append(ts, t)
 	}
 	cs, err := selection(o)
 	if err != nil {
@@ -133,7 +127,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		return ConfigError(fmt.Errorf("--jobs %d: want a positive number", o.Jobs))
 	}
 	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
-	for _, t := range targets {
+	for _, t := range ts {
 		doc.AddTarget(t)
 		for _, c := range cs {
 			if ctx.Err() != nil {
@@ -216,13 +210,13 @@ func fmtMS(ms float64) string {
 }
 
 // List prints the catalogue.
-func List(w io.Writer, targets []string) error {
+func List(ctx context.Context, w io.Writer, specs []string) error {
 	var ts []contracts.Target
-	if len(targets) == 0 {
-		targets = []string{"mem"}
+	if len(specs) == 0 {
+		specs = []string{"mem"}
 	}
-	for _, spec := range targets {
-		t, err := ResolveTarget(spec)
+	for _, spec := range specs {
+		t, err := ResolveTarget(ctx, spec, nil)
 		if err != nil {
 			return err
 		}
@@ -260,7 +254,7 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 	var missed []string
 	tried, contractMissed := map[string]bool{}, map[string]bool{}
 	for _, spec := range o.Targets {
-		t, err := ResolveTarget(spec)
+		t, err := ResolveTarget(ctx, spec, nil)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,665 @@
+package pg
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+)
+
+// testURL is the Postgres the tests run against, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+func testURL(t testing.TB) string {
+	u := os.Getenv("DURACHK_PG_URL")
+	if u == "" {
+		t.Skip("DURACHK_PG_URL is not set: the Postgres queue tests need a server, e.g. DURACHK_PG_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	return u
+}
+
+func randomRunID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// newQueue opens a queue in a fresh schema durachk_t<random>_q and drops it when
+// the test ends.
+func newQueue(t testing.TB, opts Options) *Queue {
+	t.Helper()
+	url := testURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := Open(ctx, url, randomRunID(), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = q.Close()
+		dropSchema(t, url, q.Schema())
+	})
+	return q
+}
+
+// dropSchema drops schema over a connection of its own, so that a test may close
+// or drop its queue itself.
+func dropSchema(t testing.TB, url, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Errorf("drop %s: %v", schema, err)
+		return
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop %s: %v", schema, err)
+	}
+}
+
+func job(spec string) adapters.Job {
+	id, group, _ := strings.Cut(spec, "@")
+	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5, Group: group}
+}
+
+// step is one call of a queue script. d names a delivery by the order in which
+// the script's leases returned it.
+type step struct {
+	op   string // enqueue, lease, ack, nack, extend, dead, sleep, inspect
+	arg  string // enqueue: "id" or "id@group"
+	d    int
+	dur  time.Duration
+	want string
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, adapters.ErrStaleToken):
+		return "stale"
+	case errors.Is(err, adapters.ErrLeaseLost):
+		return "lost"
+	case errors.Is(err, adapters.ErrNoJob):
+		return "none"
+	case errors.Is(err, adapters.ErrClosed):
+		return "closed"
+	case errors.Is(err, adapters.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, adapters.ErrAmbiguous):
+		return "ambiguous"
+	}
+	return "error: " + err.Error()
+}
+
+type fullQueue interface {
+	adapters.Queue
+	adapters.Extender
+	adapters.DeadLetterer
+	adapters.Inspector
+}
+
+func runScript(t *testing.T, q fullQueue, steps []step) {
+	t.Helper()
+	ctx := context.Background()
+	var ds []adapters.Delivery
+	for i, s := range steps {
+		var got string
+		switch s.op {
+		case "enqueue":
+			got = outcome(q.Enqueue(ctx, job(s.arg)))
+		case "lease":
+			d, err := q.Lease(ctx, s.dur)
+			if got = outcome(err); err == nil {
+				ds = append(ds, d)
+				got = fmt.Sprintf("%s a%d t%d", d.Job.ID, d.Attempt, d.Token)
+			}
+		case "ack":
+			got = outcome(q.Ack(ctx, ds[s.d]))
+		case "nack":
+			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
+		case "extend":
+			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
+		case "dead":
+			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
+		case "sleep":
+			time.Sleep(s.dur)
+			continue
+		case "inspect":
+			inv, err := q.Inspect(ctx)
+			got = fmt.Sprintf("queued=%v inflight=%v dead=%v %s", inv.Queued, inv.InFlight, inv.DeadLettered, outcome(err))
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		if got != s.want {
+			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
+		}
+	}
+}
+
+const (
+	long  = time.Minute
+	short = 150 * time.Millisecond
+	past  = 400 * time.Millisecond // sleeping this long lets a short lease expire
+)
+
+var scripts = []struct {
+	name  string
+	opts  Options
+	steps []step
+}{
+	{name: "lease then ack", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
+	}},
+	{name: "acceptance order", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "enqueue", arg: "c", want: "ok"},
+		{op: "inspect", want: "queued=[a b c] inflight=[] dead=[] ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "lease", dur: long, want: "b a1 t1"},
+		{op: "inspect", want: "queued=[c] inflight=[a b] dead=[] ok"},
+		{op: "lease", dur: long, want: "c a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+	}},
+	{name: "expired lease is redelivered and the stale holder is refused", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
+		{op: "lease", dur: long, want: "a a2 t2"},
+		{op: "ack", d: 0, want: "stale"},
+		{op: "nack", d: 0, want: "stale"},
+		{op: "extend", d: 0, dur: long, want: "stale"},
+		{op: "dead", d: 0, want: "stale"},
+		{op: "ack", d: 1, want: "ok"},
+		{op: "ack", d: 0, want: "lost"},
+	}},
+	{name: "ack after expiry without redelivery is accepted", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+	}},
+	{name: "nack with delay", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "nack", d: 0, dur: short, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: long, want: "a a2 t2"},
+		{op: "nack", d: 0, want: "stale"},
+		{op: "nack", d: 1, want: "ok"},
+		{op: "lease", dur: long, want: "a a3 t3"},
+	}},
+	{name: "extend keeps a live lease", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: 2 * short, want: "a a1 t1"},
+		{op: "extend", d: 0, dur: long, want: "ok"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[] inflight=[a] dead=[] ok"},
+		{op: "ack", d: 0, want: "ok"},
+	}},
+	{name: "extend after expiry or nack is lost", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "extend", d: 0, dur: long, want: "lost"},
+		{op: "lease", dur: long, want: "a a2 t2"},
+		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
+		{op: "extend", d: 1, dur: long, want: "lost"},
+	}},
+	{name: "dead letter moves the job", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "dead", d: 0, want: "ok"},
+		{op: "dead", d: 0, want: "lost"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "inspect", want: "queued=[b] inflight=[] dead=[a] ok"},
+	}},
+	{name: "delivery limit dead-letters on lease", opts: Options{DeliveryLimit: 2}, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "nack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "a a2 t2"},
+		{op: "nack", d: 1, want: "ok"},
+		{op: "lease", dur: long, want: "b a1 t1"},
+		{op: "inspect", want: "queued=[] inflight=[b] dead=[a] ok"},
+		{op: "ack", d: 1, want: "lost"},
+		{op: "lease", dur: long, want: "none"},
+	}},
+	{name: "FIFO delivers a group in order, one at a time", opts: Options{FIFO: true}, steps: []step{
+		{op: "enqueue", arg: "g1@g", want: "ok"},
+		{op: "enqueue", arg: "g2@g", want: "ok"},
+		{op: "enqueue", arg: "h1@h", want: "ok"},
+		{op: "enqueue", arg: "u", want: "ok"},
+		{op: "enqueue", arg: "h2@h", want: "ok"},
+		{op: "lease", dur: long, want: "g1 a1 t1"},
+		{op: "lease", dur: long, want: "h1 a1 t1"},
+		{op: "lease", dur: long, want: "u a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "ack", d: 1, want: "ok"},
+		{op: "lease", dur: long, want: "h2 a1 t1"},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "g2 a1 t1"},
+	}},
+	{name: "FIFO head redelivered before the rest of its group", opts: Options{FIFO: true}, steps: []step{
+		{op: "enqueue", arg: "g1@g", want: "ok"},
+		{op: "enqueue", arg: "g2@g", want: "ok"},
+		{op: "lease", dur: short, want: "g1 a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: long, want: "g1 a2 t2"},
+		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[g1 g2] inflight=[] dead=[] ok"},
+	}},
+	{name: "FIFO with a delivery limit moves on past a dead head", opts: Options{FIFO: true, DeliveryLimit: 1}, steps: []step{
+		{op: "enqueue", arg: "g1@g", want: "ok"},
+		{op: "enqueue", arg: "g2@g", want: "ok"},
+		{op: "lease", dur: long, want: "g1 a1 t1"},
+		{op: "nack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "g2 a1 t1"},
+		{op: "inspect", want: "queued=[] inflight=[g2] dead=[g1] ok"},
+	}},
+	{name: "groups are ignored without FIFO", steps: []step{
+		{op: "enqueue", arg: "g1@g", want: "ok"},
+		{op: "enqueue", arg: "g2@g", want: "ok"},
+		{op: "lease", dur: long, want: "g1 a1 t1"},
+		{op: "lease", dur: long, want: "g2 a1 t1"},
+	}},
+}
+
+// TestQueueScripts runs every script against the Postgres queue and, as the
+// reference, against adapters/mem with the same options: both must give the
+// wanted outcome at every step.
+func TestQueueScripts(t *testing.T) {
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Run("mem", func(t *testing.T) {
+				runScript(t, mem.New(mem.Options{DeliveryLimit: sc.opts.DeliveryLimit, FIFO: sc.opts.FIFO}), sc.steps)
+			})
+			t.Run("postgres", func(t *testing.T) {
+				opts := sc.opts
+				opts.MaxConns = 2
+				runScript(t, newQueue(t, opts), sc.steps)
+			})
+		})
+	}
+}
+
+func TestJobRoundTrip(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	in := adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 3, Payload: []byte{0, 1, 2, 0xff, 'x'},
+		CreatedAt: time.Date(2026, 2, 3, 4, 5, 6, 7008, time.FixedZone("x", 3600)), Deadline: time.Date(2026, 2, 3, 5, 0, 0, 0, time.UTC),
+		MaxAttempts: 4, Group: "g"}
+	noDeadline := in
+	noDeadline.ID, noDeadline.Deadline, noDeadline.Payload, noDeadline.Group = "j2", time.Time{}, nil, ""
+	for _, j := range []adapters.Job{in, noDeadline} {
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []adapters.Job{in, noDeadline} {
+		d, err := q.Lease(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.CreatedAt = want.CreatedAt.UTC().Truncate(time.Microsecond) // the database keeps microseconds
+		got := d.Job
+		if got.ID != want.ID || got.Tenant != want.Tenant || got.DocumentID != want.DocumentID || got.Version != want.Version ||
+			!bytes.Equal(got.Payload, want.Payload) || got.CreatedAt != want.CreatedAt || got.Deadline != want.Deadline ||
+			got.MaxAttempts != want.MaxAttempts || got.Group != want.Group {
+			t.Errorf("leased job\n got %+v\nwant %+v", got, want)
+		}
+		if d.Attempt != 1 || d.Token != 1 || d.Receipt == "" {
+			t.Errorf("delivery attempt %d token %d receipt %q, want 1, 1 and a receipt", d.Attempt, d.Token, d.Receipt)
+		}
+	}
+}
+
+// Concurrent leases from several goroutines never hand out one job twice while
+// it is leased.
+func TestConcurrentLeasesAreExclusive(t *testing.T) {
+	q := newQueue(t, Options{MaxConns: 4})
+	ctx := context.Background()
+	const jobs, workers = 200, 8
+	for i := range jobs {
+		if err := q.Enqueue(ctx, job("j"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				d, err := q.Lease(ctx, time.Minute)
+				if errors.Is(err, adapters.ErrNoJob) {
+					return
+				}
+				if err != nil {
+					t.Errorf("lease: %v", err)
+					return
+				}
+				mu.Lock()
+				seen[d.Job.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != jobs {
+		t.Errorf("%d distinct jobs leased, want %d", len(seen), jobs)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s leased %d times under a live lease", id, n)
+		}
+	}
+}
+
+// Under concurrent workers, FIFO still delivers each group in acceptance order
+// with never two jobs of one group in flight.
+func TestConcurrentFIFO(t *testing.T) {
+	q := newQueue(t, Options{MaxConns: 4, FIFO: true})
+	ctx := context.Background()
+	const groups, perGroup, workers = 4, 15, 6
+	for i := range perGroup {
+		for g := range groups {
+			if err := q.Enqueue(ctx, job(fmt.Sprintf("g%d-%02d@g%d", g, i, g))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	order := map[string][]string{}
+	inFlight := map[string]bool{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				d, err := q.Lease(ctx, time.Minute)
+				if errors.Is(err, adapters.ErrNoJob) {
+					mu.Lock()
+					done := len(inFlight) == 0 && total(order) == groups*perGroup
+					mu.Unlock()
+					if done {
+						return
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err != nil {
+					t.Errorf("lease: %v", err)
+					return
+				}
+				g := d.Job.Group
+				mu.Lock()
+				if inFlight[g] {
+					t.Errorf("two jobs of group %s in flight", g)
+				}
+				inFlight[g] = true
+				order[g] = append(order[g], d.Job.ID)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				delete(inFlight, g)
+				mu.Unlock()
+				if err := q.Ack(ctx, d); err != nil {
+					t.Errorf("ack: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for g, ids := range order {
+		if !slices.IsSorted(ids) || len(ids) != perGroup {
+			t.Errorf("group %s delivered as %v, want %d jobs in acceptance order", g, ids, perGroup)
+		}
+	}
+}
+
+func total(m map[string][]string) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        Options
+		wantDurable bool
+		wantFIFO    bool
+		wantNote    string
+	}{
+		{name: "server default", opts: Options{}, wantDurable: true, wantNote: "synchronous_commit=on"},
+		{name: "synchronous_commit off", opts: Options{SyncCommit: "off"}, wantDurable: false, wantNote: "synchronous_commit=off"},
+		{name: "synchronous_commit local", opts: Options{SyncCommit: "local"}, wantDurable: true, wantNote: "synchronous_commit=local"},
+		{name: "FIFO with a delivery limit", opts: Options{FIFO: true, DeliveryLimit: 3}, wantDurable: true, wantFIFO: true, wantNote: "synchronous_commit="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.MaxConns = 1
+			c := newQueue(t, tt.opts).Capabilities()
+			if c.Broker != "postgres" || c.Lease != adapters.Native || c.LeaseExtension != adapters.Native || c.Token != adapters.Native ||
+				!c.FencedAck || c.DeliveryCount != adapters.Native || c.DeadLetter != adapters.Native || c.DelayedNack != adapters.Native || c.BrokerKill {
+				t.Errorf("capabilities %+v", c)
+			}
+			if c.Durable != tt.wantDurable || c.FIFO != tt.wantFIFO {
+				t.Errorf("durable %v fifo %v, want %v and %v", c.Durable, c.FIFO, tt.wantDurable, tt.wantFIFO)
+			}
+			if !strings.Contains(strings.Join(c.Notes, "\n"), tt.wantNote) {
+				t.Errorf("notes %q lack %q", c.Notes, tt.wantNote)
+			}
+		})
+	}
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		runID string
+		opts  Options
+	}{
+		{"empty run id", "", Options{}},
+		{"upper case run id", "Run1", Options{}},
+		{"run id with a dash", "run-1", Options{}},
+		{"run id with a quote", `r"; drop`, Options{}},
+		{"run id too long", strings.Repeat("a", 41), Options{}},
+		{"unknown synchronous_commit", "r1", Options{SyncCommit: "sometimes"}},
+		{"negative delivery limit", "r1", Options{DeliveryLimit: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Open(context.Background(), "postgres://127.0.0.1:1/x", tt.runID, tt.opts); err == nil {
+				t.Error("Open accepted it")
+			}
+		})
+	}
+}
+
+func TestUnreachableIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const pw = "s3cret-Passw0rd"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Open(ctx, "postgres://durachk:"+pw+"@"+addr+"/test?sslmode=disable", "tunreachable", Options{})
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Fatalf("open = %v, want ErrUnavailable", err)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("error contains the password: %v", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	q := newQueue(t, Options{MaxConns: 1})
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop needs the open queue: drop first, then check the closed queue.
+	if err := q.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Close()
+	_ = q.Close()
+	for name, err := range map[string]error{
+		"enqueue": q.Enqueue(ctx, job("b")),
+		"lease":   func() error { _, err := q.Lease(ctx, time.Minute); return err }(),
+		"ack":     q.Ack(ctx, d),
+		"drop":    q.Drop(ctx),
+	} {
+		if !errors.Is(err, adapters.ErrClosed) {
+			t.Errorf("%s on a closed queue = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestAckTx(t *testing.T) {
+	q := newQueue(t, Options{MaxConns: 2})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, id := range []string{"a", "b"} {
+		if err := q.Enqueue(ctx, job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		d          adapters.Delivery
+		commit     bool
+		want       string
+		wantQueued string
+	}{
+		{"rolled back: the job stays", da, false, "ok", "queued=[] inflight=[a b]"},
+		{"stale token", adapters.Delivery{Job: da.Job, Token: da.Token + 1, Receipt: da.Receipt}, true, "stale", "queued=[] inflight=[a b]"},
+		{"committed: the job is gone", da, true, "ok", "queued=[] inflight=[b]"},
+		{"again: lost", da, true, "lost", "queued=[] inflight=[b]"},
+	}
+	if _, err := q.Lease(ctx, time.Minute); err != nil { // b in flight too
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcome(q.AckTx(ctx, tx, tt.d)); got != tt.want {
+				t.Errorf("AckTx = %s, want %s", got, tt.want)
+			}
+			if tt.commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := q.Inspect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("queued=%v inflight=%v", inv.Queued, inv.InFlight); got != tt.wantQueued {
+				t.Errorf("inventory %s, want %s", got, tt.wantQueued)
+			}
+		})
+	}
+}
+
+// BenchmarkQueueLoop is enqueue → lease → ack through the adapter.
+// BenchmarkRawPgxLoop runs the same statements on a raw pgx pool of the same
+// size: the ratio of the two is the adapter's overhead.
+func BenchmarkQueueLoop(b *testing.B) {
+	q := newQueue(b, Options{})
+	ctx := context.Background()
+	j := job("bench")
+	b.ResetTimer()
+	for b.Loop() {
+		if err := q.Enqueue(ctx, j); err != nil {
+			b.Fatal(err)
+		}
+		d, err := q.Lease(ctx, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Ack(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRawPgxLoop(b *testing.B) {
+	q := newQueue(b, Options{})
+	ctx := context.Background()
+	pool := q.db.Pool // a plain *pgxpool.Pool, used without the adapter
+	j := job("bench")
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := pool.Exec(ctx, q.q.enqueue, j.ID, j.Tenant, j.DocumentID, j.Version, j.Payload, j.CreatedAt, nil, j.MaxAttempts, j.Group); err != nil {
+			b.Fatal(err)
+		}
+		var dead bool
+		var id, token int64
+		var jb adapters.Job
+		var deadline *time.Time
+		var attempt int
+		if err := pool.QueryRow(ctx, q.q.lease, time.Minute).Scan(&dead, &id, &jb.ID, &jb.Tenant, &jb.DocumentID, &jb.Version,
+			&jb.Payload, &jb.CreatedAt, &deadline, &jb.MaxAttempts, &jb.Group, &token, &attempt); err != nil {
+			b.Fatal(err)
+		}
+		tag, err := pool.Exec(ctx, q.q.ack, id, token)
+		if err != nil || tag.RowsAffected() != 1 {
+			b.Fatal(err, tag)
+		}
+	}
+}

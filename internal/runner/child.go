@@ -1,0 +1,137 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/sim"
+	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// Roles of child processes.
+const (
+	RoleProducer = "producer"
+	RoleWorker   = "worker"
+	RoleRelay    = "relay"
+)
+
+// ChildConfig is what the controller hands a child process, as a JSON file in the
+// run directory (mode 0600: it holds the target URL).
+type ChildConfig struct {
+	Role     string              `json:"role"`
+	Process  string              `json:"process"`
+	Spec     targets.Spec        `json:"spec"`
+	History  string              `json:"history"`
+	Seed     uint64              `json:"seed"`
+	Start    time.Time           `json:"start"`
+	Lease    time.Duration       `json:"lease"`
+	Poll     time.Duration       `json:"poll"`
+	Backoff  time.Duration       `json:"backoff"`
+	Faults   []faults.Fault      `json:"faults,omitempty"` // crash and pause points of this incarnation
+	Sabotage pipeline.Sabotage   `json:"sabotage,omitzero"`
+	Jobs     []contracts.JobSpec `json:"jobs,omitempty"`
+}
+
+// childHooks fire crash points as a real SIGKILL of the process itself, and
+// pause points as a SIGSTOP of itself that the controller ends with SIGCONT.
+type childHooks struct {
+	env    *pipeline.Env
+	points *faults.Points
+}
+
+func (h *childHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string) {
+	if p == pipeline.Poison {
+		h.die(p, jobID)
+	}
+	f, ok := h.points.Arrive(string(p))
+	if !ok {
+		return
+	}
+	switch f.Kind {
+	case faults.CrashAt:
+		h.die(p, jobID)
+	case faults.PauseAt:
+		h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "pause", Key: string(p), Job: jobID, Target: h.env.Process})
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "resume", Key: string(p), Job: jobID, Target: h.env.Process})
+	}
+}
+
+func (h *childHooks) die(p pipeline.CrashPoint, jobID string) {
+	// The record is written (one write call, no buffer) before the kill.
+	h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "crash", Key: string(p), Job: jobID, Target: h.env.Process})
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL cannot be caught; never return into the pipeline
+}
+
+// Child runs one child process from its config file until ctx ends (SIGTERM)
+// or, for the producer, until every job is sent.
+func Child(ctx context.Context, configPath string) error {
+	b, err := os.ReadFile(configPath)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	var cfg ChildConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("worker: %s: %w", configPath, err)
+	}
+	w, err := history.Create(cfg.History)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	env := &pipeline.Env{Process: cfg.Process, Rec: w, Now: time.Now, Sleep: sim.Sleep}
+	q, err := targets.OpenQueue(ctx, cfg.Spec)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", cfg.Process, err)
+	}
+	defer q.Close()
+	switch cfg.Role {
+	case RoleProducer:
+		return produceAll(ctx, env, q, cfg)
+	}
+	store, err := targets.OpenStore(ctx, cfg.Spec)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", cfg.Process, err)
+	}
+	defer store.Close()
+	hooks := &childHooks{env: env, points: faults.NewPoints(faults.Plan{Faults: cfg.Faults})}
+	switch cfg.Role {
+	case RoleWorker:
+		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
+			Sabotage: cfg.Sabotage, CommitRetries: 3,
+			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
+				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))}}
+		return wk.Run(ctx)
+	case RoleRelay:
+		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store, Sabotage: cfg.Sabotage}
+		r := &pipeline.Relay{Env: env, Store: store, Hooks: hooks, Publish: consumer.Handle, Batch: 8, Poll: cfg.Poll,
+			BreakAfter: 5, ProbeEvery: 20 * cfg.Poll}
+		return r.Run(ctx)
+	}
+	return fmt.Errorf("worker: unknown role %q", cfg.Role)
+}
+
+func produceAll(ctx context.Context, env *pipeline.Env, q adapters.Queue, cfg ChildConfig) error {
+	contracts.Produce(ctx, env, q, cfg.Jobs, cfg.Start, nil)
+	return ctx.Err()
+}
+
+func hash(s string) uint64 {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}

@@ -1,0 +1,566 @@
+// Package runner runs a contract against a real broker with real processes: the
+// producer, the workers and the relay are child processes of durachk (the hidden
+// `durachk worker` subcommand); crash points fire inside them as a real SIGKILL of
+// themselves; the controller SIGKILLs workers at seeded moments, restarts them as
+// a supervisor would, resumes zombies (SIGSTOP, then SIGCONT once their lease has
+// expired and another worker holds the job), drains, merges the histories, reads
+// the final state and tears the run's namespace down on every path.
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/sim"
+	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// DefaultScale maps scenario time (written for the embedded target's virtual
+// clock) onto wall time: a 10 s lease becomes 1 s.
+const DefaultScale = 0.1
+
+// Target is a real broker run with real processes. Execute may be called
+// concurrently; every call provisions its own namespace.
+type Target struct {
+	Spec       targets.Spec
+	Scale      float64
+	Log        io.Writer // progress lines; nil: none
+	caps       adapters.Capabilities
+	measuredOn string
+}
+
+// New checks that the target is reachable, reads what it is and its declared
+// capabilities, and removes the probe namespace again.
+func New(ctx context.Context, spec targets.Spec) (*Target, error) {
+	t := &Target{Spec: spec, Scale: DefaultScale}
+	probe := spec
+	probe.RunID = newRunID()
+	q, err := targets.OpenQueue(ctx, probe)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	t.caps = q.Capabilities()
+	if v, ok := q.(interface{ ServerVersion() string }); ok {
+		t.measuredOn = v.ServerVersion()
+	}
+	q.Close()
+	if err := targets.Teardown(ctx, probe); err != nil {
+		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	if t.measuredOn == "" {
+		t.measuredOn = spec.Kind
+	}
+	t.measuredOn += " (real processes)"
+	return t, nil
+}
+
+func (t *Target) Name() string                        { return t.Spec.Name }
+func (t *Target) MeasuredOn() string                  { return t.measuredOn }
+func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
+
+func newRunID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (t *Target) logf(format string, args ...any) {
+	if t.Log != nil {
+		fmt.Fprintf(t.Log, format+"\n", args...)
+	}
+}
+
+// child is one incarnation of a process slot.
+type child struct {
+	slot, name, role string
+	inc              int
+	cmd              *exec.Cmd
+	hist             string
+	done             chan error
+	exited           bool
+	stoppedAt        time.Time
+	stoppedJob       string
+}
+
+type run struct {
+	t        *Target
+	ctx      context.Context
+	rc       contracts.Run
+	sc       contracts.Scenario
+	spec     targets.Spec
+	dir      string
+	self     string
+	start    time.Time
+	ctl      *pipeline.Env
+	ctlHist  *history.Writer
+	children []*child
+	slots    map[string]*child // current incarnation per slot
+	pending  map[string][]faults.Fault
+	hists    []string
+}
+
+// Execute runs one scenario and returns the merged history and the final state.
+func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Execution, err error) {
+	r := &run{t: t, ctx: ctx, rc: rc, sc: scale(rc.Scenario, t.Scale), spec: t.Spec, slots: map[string]*child{}, pending: map[string][]faults.Fault{}}
+	r.spec.RunID = newRunID()
+	if s := rc.Sabotage; s != nil {
+		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
+		r.spec.Volatile, r.spec.BreakOrder = s.Volatile, s.BreakOrder
+	}
+	if r.self, err = os.Executable(); err != nil {
+		return ex, err
+	}
+	if r.dir, err = os.MkdirTemp("", "durachk-"+r.spec.RunID+"-"); err != nil {
+		return ex, err
+	}
+	// Teardown on every path, with a context of its own: ctx may be cancelled.
+	defer func() {
+		r.stopAll()
+		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if terr := targets.Teardown(tctx, r.spec); terr != nil && err == nil {
+			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
+		}
+		os.RemoveAll(r.dir)
+	}()
+	q, err := targets.OpenQueue(ctx, r.spec)
+	if err != nil {
+		return ex, err
+	}
+	defer q.Close()
+	store, err := targets.OpenStore(ctx, r.spec)
+	if err != nil {
+		return ex, err
+	}
+	defer store.Close()
+	if r.ctlHist, err = history.Create(filepath.Join(r.dir, "controller.jsonl")); err != nil {
+		return ex, err
+	}
+	r.hists = append(r.hists, filepath.Join(r.dir, "controller.jsonl"))
+	defer r.ctlHist.Close()
+	r.ctl = &pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
+	r.start = time.Now().Add(300 * time.Millisecond) // children start within this
+
+	r.assignFaults()
+	if err := r.spawn("producer", RoleProducer); err != nil {
+		return ex, err
+	}
+	for i := 1; i <= max(r.sc.Workers, 1); i++ {
+		if err := r.spawn(fmt.Sprintf("w%d", i), RoleWorker); err != nil {
+			return ex, err
+		}
+	}
+	if err := r.spawn("relay", RoleRelay); err != nil {
+		return ex, err
+	}
+	operatorDone := make(chan struct{})
+	if r.sc.Operator {
+		jobs := map[string]adapters.Job{}
+		for _, js := range r.sc.Jobs {
+			j := js.Job
+			if js.Deadline > 0 {
+				j.Deadline = r.start.Add(js.Deadline)
+			}
+			jobs[j.ID] = j
+		}
+		op := &pipeline.Env{Process: "operator", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
+		octx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			defer close(operatorDone)
+			contracts.Operate(octx, op, store, q, jobs, r.rc.Sabotage != nil && r.rc.Sabotage.Pipeline.ReprocessInPlace,
+				r.sc.Lease, func() bool { return r.producerDone() && queueEmpty(octx, q) })
+		}()
+	} else {
+		close(operatorDone)
+	}
+	drained, err := r.supervise(q, store, operatorDone)
+	if err != nil {
+		return ex, err
+	}
+	r.stopAll()
+	r.ctlHist.Close()
+	ops, err := r.merge()
+	if err != nil {
+		return ex, err
+	}
+	st, err := store.Snapshot(ctx)
+	if err != nil {
+		return ex, err
+	}
+	var inv adapters.Inventory
+	if in, ok := q.(adapters.Inspector); ok {
+		if inv, err = in.Inspect(ctx); err != nil {
+			return ex, err
+		}
+	}
+	caps := q.Capabilities()
+	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
+		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true}}, nil
+}
+
+// assignFaults splits the plan's crash and pause points over the process slots:
+// relay points to the relay, worker points round-robin over the workers, each
+// counted in the slot's own arrivals.
+func (r *run) assignFaults() {
+	n := max(r.sc.Workers, 1)
+	for _, f := range r.sc.Plan.Faults {
+		if f.Kind != faults.CrashAt && f.Kind != faults.PauseAt {
+			continue
+		}
+		if f.Point == string(pipeline.AfterPublishBeforeMark) {
+			f.Nth = max(f.Nth, 1)
+			r.pending["relay"] = append(r.pending["relay"], f)
+			continue
+		}
+		slot := fmt.Sprintf("w%d", (f.Nth-1)%n+1)
+		f.Nth = (f.Nth-1)/n + 1
+		r.pending[slot] = append(r.pending[slot], f)
+	}
+}
+
+func (r *run) spawn(slot, role string) error {
+	prev := r.slots[slot]
+	inc := 1
+	if prev != nil {
+		inc = prev.inc + 1
+	}
+	name := slot
+	if inc > 1 {
+		name = fmt.Sprintf("%s.%d", slot, inc)
+	}
+	c := &child{slot: slot, name: name, role: role, inc: inc, hist: filepath.Join(r.dir, name+".jsonl"), done: make(chan error, 1)}
+	cfg := ChildConfig{Role: role, Process: name, Spec: r.spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
+		Lease: r.sc.Lease, Poll: r.sc.Poll, Backoff: max(r.sc.Poll, 20*time.Millisecond), Faults: r.pending[slot]}
+	if r.rc.Sabotage != nil {
+		cfg.Sabotage = r.rc.Sabotage.Pipeline
+	}
+	if role == RoleProducer {
+		cfg.Jobs = r.sc.Jobs
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(r.dir, name+".json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(r.self, "worker", "--config", path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// The child dies with the controller, so that nothing outlives a killed run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	c.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		if err != nil && stderr.Len() > 0 && !killed(err) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		c.done <- err
+	}()
+	r.slots[slot] = c
+	r.children = append(r.children, c)
+	r.hists = append(r.hists, c.hist)
+	return nil
+}
+
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) producerDone() bool {
+	c := r.slots["producer"]
+	return c != nil && c.exited
+}
+
+func queueEmpty(ctx context.Context, q adapters.Queue) bool {
+	in, ok := q.(adapters.Inspector)
+	if !ok {
+		return false
+	}
+	inv, err := in.Inspect(ctx)
+	return err == nil && len(inv.Queued) == 0 && len(inv.InFlight) == 0
+}
+
+// supervise runs the fault plan and the supervisor until the run drains, hits
+// its limit, or ctx ends. It reports whether the run drained.
+func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-chan struct{}) (bool, error) {
+	timed := timedFaults(r.sc.Plan)
+	deadline := r.start.Add(r.sc.Limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	lastDrainCheck := time.Time{}
+	for {
+		select {
+		case <-r.ctx.Done():
+			return false, r.ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		for len(timed) > 0 && !now.Before(r.start.Add(timed[0].At)) {
+			r.applyTimed(timed[0])
+			timed = timed[1:]
+		}
+		if err := r.reap(); err != nil {
+			return false, err
+		}
+		r.resumeZombies()
+		if now.After(deadline) {
+			return false, nil
+		}
+		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() {
+			continue
+		}
+		lastDrainCheck = now
+		select {
+		case <-operatorDone:
+		default:
+			continue
+		}
+		if !queueEmpty(r.ctx, q) {
+			continue
+		}
+		if ev, err := store.PendingEvents(r.ctx, 1); err != nil || len(ev) > 0 {
+			continue
+		}
+		return true, nil
+	}
+}
+
+func (r *run) anyStopped() bool {
+	for _, c := range r.slots {
+		if !c.stoppedAt.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) applyTimed(f faults.Fault) {
+	switch f.Kind {
+	case faults.Kill:
+		c := r.slots[f.Process]
+		if c == nil || c.exited {
+			return
+		}
+		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "kill", Target: c.name})
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		r.t.logf("  killed %s", c.name)
+	case faults.BrokerCrash:
+		// Broker kills need a private instance; targets without one skip the
+		// contract through their capabilities, so this is never reached.
+	}
+}
+
+// reap collects exited children and restarts workers and the relay.
+func (r *run) reap() error {
+	for _, c := range r.slots {
+		if c.exited {
+			continue
+		}
+		select {
+		case err := <-c.done:
+			c.exited = true
+			if err != nil && !killed(err) {
+				return fmt.Errorf("%s exited: %w", c.name, err)
+			}
+			if c.role == RoleProducer {
+				continue
+			}
+			// Killed at a crash point or by the plan: restart, as a supervisor would.
+			r.consumeFired(c)
+			if err := r.spawn(c.slot, c.role); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// consumeFired drops from a slot's pending faults those its dead incarnation
+// fired; the next incarnation counts arrivals afresh.
+func (r *run) consumeFired(c *child) {
+	ops, _ := history.ReadFile(c.hist)
+	fired := 0
+	for _, op := range ops {
+		if op.F == history.Fault && (op.Value == "crash" || op.Value == "pause") && op.Key != string(pipeline.Poison) {
+			fired++
+		}
+	}
+	p := r.pending[c.slot]
+	r.pending[c.slot] = p[min(fired, len(p)):]
+}
+
+// resumeZombies SIGCONTs a stopped worker once another worker has leased the job
+// it held (its lease expired and the job moved on), or after five leases.
+func (r *run) resumeZombies() {
+	for _, c := range r.slots {
+		if c.exited || c.cmd.Process == nil {
+			continue
+		}
+		stopped := processStopped(c.cmd.Process.Pid)
+		switch {
+		case stopped && c.stoppedAt.IsZero():
+			c.stoppedAt = time.Now()
+			c.stoppedJob = lastFaultJob(c.hist)
+			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "stopped", Job: c.stoppedJob, Target: c.name})
+		case stopped:
+			held := time.Since(c.stoppedAt)
+			if held > r.sc.Lease && (r.leasedElsewhere(c) || held > 5*r.sc.Lease) {
+				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
+				_ = c.cmd.Process.Signal(syscall.SIGCONT)
+				c.stoppedAt = time.Time{}
+			}
+		}
+	}
+}
+
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
+}
+
+func lastFaultJob(path string) string {
+	ops, _ := history.ReadFile(path)
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].F == history.Fault {
+			return ops[i].Job
+		}
+	}
+	return ""
+}
+
+func (r *run) leasedElsewhere(z *child) bool {
+	for _, c := range r.children {
+		if c == z || c.role != RoleWorker {
+			continue
+		}
+		f, err := os.Open(c.hist)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		needle := []byte(`"job":"` + z.stoppedJob + `"`)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if bytes.Contains(line, needle) && bytes.Contains(line, []byte(`"type":"ok","f":"lease"`)) {
+				f.Close()
+				return true
+			}
+		}
+		f.Close()
+	}
+	return false
+}
+
+// stopAll ends every child: SIGCONT for the stopped, SIGTERM, then SIGKILL.
+func (r *run) stopAll() {
+	var live []*child
+	for _, c := range r.children {
+		if c.cmd == nil || c.cmd.Process == nil || c.exited {
+			continue
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		live = append(live, c)
+	}
+	deadline := time.After(3 * time.Second)
+	for _, c := range live {
+		select {
+		case <-c.done:
+		case <-deadline:
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
+			<-c.done
+		}
+		c.exited = true
+	}
+}
+
+// merge reads every history file and orders the records by time; records of
+// one process keep their order.
+func (r *run) merge() ([]history.Op, error) {
+	var all []history.Op
+	for _, h := range r.hists {
+		ops, err := history.ReadFile(h)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		all = append(all, ops...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].T < all[j].T })
+	return all, nil
+}
+
+func timedFaults(p faults.Plan) []faults.Fault {
+	var out []faults.Fault
+	for _, f := range p.Faults {
+		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
+}
+
+// scale maps a scenario's times onto wall time.
+func scale(sc contracts.Scenario, k float64) contracts.Scenario {
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * k) }
+	out := sc
+	out.Lease, out.Poll = d(sc.Lease), max(d(sc.Poll), 10*time.Millisecond)
+	out.Limit = min(d(sc.Limit), 2*time.Minute)
+	out.Jobs = make([]contracts.JobSpec, len(sc.Jobs))
+	for i, js := range sc.Jobs {
+		js.At, js.Deadline = d(js.At), d(js.Deadline)
+		if js.Deadline == 0 && sc.Jobs[i].Deadline > 0 {
+			js.Deadline = 1
+		}
+		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil && p.Slow > 0 {
+			p.Slow = d(p.Slow)
+			js.Job.Payload = p.Encode()
+		}
+		out.Jobs[i] = js
+	}
+	out.Plan.Faults = make([]faults.Fault, len(sc.Plan.Faults))
+	for i, f := range sc.Plan.Faults {
+		f.At, f.For = d(f.At), d(f.For)
+		out.Plan.Faults[i] = f
+	}
+	return out
+}
