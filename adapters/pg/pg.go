@@ -43,7 +43,8 @@ const Broker = "postgres"
 const DeliveryLimitReason = "delivery_limit"
 
 // Options configure the queue. The zero value is an unordered queue without a
-// delivery limit, on the server's synchronous_commit, with a pool of 4.
+// delivery limit, on the server's synchronous_commit, with a pool of 4. They are
+// read once, by Open.
 type Options struct {
 	// DeliveryLimit dead-letters a job natively when it would be delivered for
 	// the (limit+1)-th time, as adapters/mem does. 0: no limit.
@@ -57,6 +58,10 @@ type Options struct {
 	SyncCommit string
 	// MaxConns caps the pool; 0 means pgdb.DefaultMaxConns (4).
 	MaxConns int32
+	// BreakOrder is a deliberately broken FIFO (newest first) that still claims
+	// FIFO, as in adapters/mem: the negative control of order.fifo. Never set it
+	// otherwise.
+	BreakOrder bool
 }
 
 var syncCommitValues = []string{"on", "off", "local", "remote_write", "remote_apply"}
@@ -137,18 +142,23 @@ type queries struct {
 // statements never lease one row. With a delivery limit, a candidate that has
 // been delivered limit times is moved to the dead table instead and reported
 // with dead = true (the caller then leases again).
-func leaseSQL(deliveryLimit int, fifo bool) string {
-	eligible := `j.visible_at <= now() AND (j.lease_until IS NULL OR j.lease_until <= now())`
-	if fifo {
-		// The oldest row of the group, whatever its state, blocks the rest.
-		eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {s}.jobs o WHERE o.grp = j.grp AND o.id < j.id))`
+func leaseSQL(opts Options) string {
+	first, before := "ASC", "<"
+	if opts.BreakOrder {
+		first, before = "DESC", ">"
 	}
+	eligible := `j.visible_at <= now() AND (j.lease_until IS NULL OR j.lease_until <= now())`
+	if opts.FIFO {
+		// The first row of the group, whatever its state, blocks the rest.
+		eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {s}.jobs o WHERE o.grp = j.grp AND o.id ` + before + ` j.id))`
+	}
+	deliveryLimit := opts.DeliveryLimit
 	over := "false"
 	if deliveryLimit > 0 {
 		over = "j.deliveries >= " + strconv.Itoa(deliveryLimit)
 	}
 	pick := `SELECT j.id, ` + over + ` AS over FROM {s}.jobs j WHERE ` + eligible + `
-		ORDER BY j.id FOR UPDATE SKIP LOCKED LIMIT 1`
+		ORDER BY j.id ` + first + ` FOR UPDATE SKIP LOCKED LIMIT 1`
 	update := `UPDATE {s}.jobs j SET lease_until = now() + $1::interval, token = j.token + 1, deliveries = j.deliveries + 1
 		FROM c WHERE j.id = c.id AND NOT c.over RETURNING ` + prefixed("j", jobCols)
 	if deliveryLimit == 0 {
@@ -174,7 +184,7 @@ func newQueries(schema string, opts Options) queries {
 	return queries{
 		enqueue: s(`INSERT INTO {s}.jobs (job_id, tenant, document_id, version, payload, created_at, deadline, max_attempts, grp)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
-		lease:  s(leaseSQL(opts.DeliveryLimit, opts.FIFO)),
+		lease:  s(leaseSQL(opts)),
 		token:  s(`SELECT token FROM {s}.jobs WHERE id = $1`),
 		ack:    s(`DELETE FROM {s}.jobs WHERE id = $1 AND token = $2`),
 		nack:   s(`UPDATE {s}.jobs SET lease_until = NULL, visible_at = now() + $3::interval WHERE id = $1 AND token = $2`),
@@ -246,8 +256,14 @@ func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capab
 	durable := syncCommit != "off" && fsync != "off"
 	notes := []string{
 		"lease, visibility and delay clocks are the database server's now(), not the worker's clock",
-		"dead-letter table " + schema + ".dead is part of the queue; a delivery limit dead-letters on lease",
+		"dead-letter table " + schema + ".dead is part of the queue",
 		"synchronous_commit=" + syncCommit + ", fsync=" + fsync,
+	}
+	if opts.DeliveryLimit > 0 {
+		notes = append(notes, fmt.Sprintf("delivery limit %d: a job is dead-lettered natively instead of its delivery %d", opts.DeliveryLimit, opts.DeliveryLimit+1))
+	}
+	if opts.BreakOrder {
+		notes = append(notes, "deliberately broken FIFO (newest first): a negative control")
 	}
 	if !durable {
 		notes = append(notes, "an acknowledged Enqueue may be lost if the server crashes (synchronous_commit or fsync is off): not durable")
@@ -255,7 +271,7 @@ func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capab
 	return adapters.Capabilities{
 		Broker: Broker, Lease: adapters.Native, LeaseExtension: adapters.Native,
 		Token: adapters.Native, FencedAck: true, DeliveryCount: adapters.Native,
-		DeadLetter: adapters.Native, DelayedNack: adapters.Native, FIFO: opts.FIFO,
+		DeadLetter: adapters.Native, DelayedNack: adapters.Native, FIFO: opts.FIFO || opts.BreakOrder,
 		Durable: durable, BrokerKill: false, Notes: notes,
 	}
 }

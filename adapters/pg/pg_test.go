@@ -287,6 +287,22 @@ var scripts = []struct {
 		{op: "lease", dur: long, want: "g2 a1 t1"},
 		{op: "inspect", want: "queued=[] inflight=[g2] dead=[g1] ok"},
 	}},
+	{name: "BreakOrder delivers newest first", opts: Options{BreakOrder: true}, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b@g", want: "ok"},
+		{op: "enqueue", arg: "c@g", want: "ok"},
+		{op: "lease", dur: long, want: "c a1 t1"},
+		{op: "lease", dur: long, want: "b a1 t1"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+	}},
+	{name: "BreakOrder with FIFO blocks on the newest of a group", opts: Options{BreakOrder: true, FIFO: true}, steps: []step{
+		{op: "enqueue", arg: "a@g", want: "ok"},
+		{op: "enqueue", arg: "b@g", want: "ok"},
+		{op: "lease", dur: long, want: "b a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+	}},
 	{name: "groups are ignored without FIFO", steps: []step{
 		{op: "enqueue", arg: "g1@g", want: "ok"},
 		{op: "enqueue", arg: "g2@g", want: "ok"},
@@ -302,7 +318,7 @@ func TestQueueScripts(t *testing.T) {
 	for _, sc := range scripts {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Run("mem", func(t *testing.T) {
-				runScript(t, mem.New(mem.Options{DeliveryLimit: sc.opts.DeliveryLimit, FIFO: sc.opts.FIFO}), sc.steps)
+				runScript(t, mem.New(mem.Options{DeliveryLimit: sc.opts.DeliveryLimit, FIFO: sc.opts.FIFO, BreakOrder: sc.opts.BreakOrder}), sc.steps)
 			})
 			t.Run("postgres", func(t *testing.T) {
 				opts := sc.opts
@@ -466,7 +482,8 @@ func TestCapabilities(t *testing.T) {
 		{name: "server default", opts: Options{}, wantDurable: true, wantNote: "synchronous_commit=on"},
 		{name: "synchronous_commit off", opts: Options{SyncCommit: "off"}, wantDurable: false, wantNote: "synchronous_commit=off"},
 		{name: "synchronous_commit local", opts: Options{SyncCommit: "local"}, wantDurable: true, wantNote: "synchronous_commit=local"},
-		{name: "FIFO with a delivery limit", opts: Options{FIFO: true, DeliveryLimit: 3}, wantDurable: true, wantFIFO: true, wantNote: "synchronous_commit="},
+		{name: "FIFO with a delivery limit", opts: Options{FIFO: true, DeliveryLimit: 3}, wantDurable: true, wantFIFO: true, wantNote: "delivery limit 3"},
+		{name: "BreakOrder claims FIFO", opts: Options{BreakOrder: true}, wantDurable: true, wantFIFO: true, wantNote: "negative control"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

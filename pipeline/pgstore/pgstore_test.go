@@ -634,8 +634,14 @@ func TestOutbox(t *testing.T) {
 			n, err := s.PurgePublished(ctx, t0.Add(time.Minute))
 			return fmt.Sprintf("%d %s", n, outcome(err))
 		}, "2 ok"},
-		{"apply first", func() string { first, err := s.ApplyEvent(ctx, "ev:x"); return fmt.Sprintf("%v %s", first, outcome(err)) }, "true ok"},
-		{"apply again", func() string { first, err := s.ApplyEvent(ctx, "ev:x"); return fmt.Sprintf("%v %s", first, outcome(err)) }, "false ok"},
+		{"apply first", func() string {
+			first, err := s.ApplyEvent(ctx, "ev:x")
+			return fmt.Sprintf("%v %s", first, outcome(err))
+		}, "true ok"},
+		{"apply again", func() string {
+			first, err := s.ApplyEvent(ctx, "ev:x")
+			return fmt.Sprintf("%v %s", first, outcome(err))
+		}, "false ok"},
 	}
 	for _, st := range steps {
 		if got := st.do(); got != st.want {

@@ -42,7 +42,7 @@ func ValidSchema(name string) error {
 	return nil
 }
 
-// Options configure a pool.
+// Options configure a pool. They are read once, by Open.
 type Options struct {
 	// MaxConns caps the pool; 0 means DefaultMaxConns.
 	MaxConns int32
@@ -210,12 +210,13 @@ func connLevel(err error) bool {
 	var ne net.Error
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &ne) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Error is a failed operation. Its text never contains the password; Unwrap
-// yields the sentinel Kind (if any) and the underlying error.
+// yields the sentinel Kind (if any) and the underlying error. It is not changed
+// after it is made, so it may be shared between goroutines.
 type Error struct {
 	Op     string
 	Kind   error // adapters.ErrUnavailable, adapters.ErrAmbiguous or nil
