@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -150,18 +151,17 @@ func leaseSQL(opts Options) string {
 	eligible := `j.visible_at <= now() AND (j.lease_until IS NULL OR j.lease_until <= now())`
 	if opts.FIFO {
 		// The first row of the group, whatever its state, blocks the rest.
-		eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {s}.jobs o WHERE o.grp = j.grp AND o.id ` + before + ` j.id))`
+		eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {s}.jobs o WHERE o.grp <> '' AND o.grp = j.grp AND o.id ` + before + ` j.id))`
 	}
-	deliveryLimit := opts.DeliveryLimit
 	over := "false"
-	if deliveryLimit > 0 {
-		over = "j.deliveries >= " + strconv.Itoa(deliveryLimit)
+	if opts.DeliveryLimit > 0 {
+		over = "j.deliveries >= " + strconv.Itoa(opts.DeliveryLimit)
 	}
 	pick := `SELECT j.id, ` + over + ` AS over FROM {s}.jobs j WHERE ` + eligible + `
 		ORDER BY j.id ` + first + ` FOR UPDATE SKIP LOCKED LIMIT 1`
 	update := `UPDATE {s}.jobs j SET lease_until = now() + $1::interval, token = j.token + 1, deliveries = j.deliveries + 1
 		FROM c WHERE j.id = c.id AND NOT c.over RETURNING ` + prefixed("j", jobCols)
-	if deliveryLimit == 0 {
+	if opts.DeliveryLimit == 0 {
 		return `WITH c AS (` + pick + `), u AS (` + update + `) SELECT false, ` + jobCols + ` FROM u`
 	}
 	return `WITH c AS (` + pick + `),
@@ -210,7 +210,7 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	}
 	var session map[string]string
 	if opts.SyncCommit != "" {
-		if !contains(syncCommitValues, opts.SyncCommit) {
+		if !slices.Contains(syncCommitValues, opts.SyncCommit) {
 			return nil, fmt.Errorf("pg: synchronous_commit %q is not one of %s", opts.SyncCommit, strings.Join(syncCommitValues, ", "))
 		}
 		session = map[string]string{"synchronous_commit": opts.SyncCommit}
@@ -226,15 +226,6 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 		return nil, fmt.Errorf("pg: %w", err)
 	}
 	return q, nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func (q *Queue) open(ctx context.Context) error {
