@@ -57,6 +57,10 @@ type Options struct {
 	// (on, off, local, remote_write, remote_apply). "off" makes the queue not
 	// Durable.
 	SyncCommit string
+	// Unlogged creates the queue's tables UNLOGGED: the server truncates them in
+	// crash recovery, so every accepted job is lost when the server is killed. A
+	// known-bad configuration (the negative control of durability.ack).
+	Unlogged bool
 	// MaxConns caps the pool; 0 means pgdb.DefaultMaxConns (4).
 	MaxConns int32
 	// BreakOrder is a deliberately broken FIFO (newest first) that still claims
@@ -229,7 +233,11 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 }
 
 func (q *Queue) open(ctx context.Context) error {
-	if err := q.db.Provision(ctx, q.schema, strings.ReplaceAll(ddl, "{s}", pgdb.Ident(q.schema))); err != nil {
+	schemaDDL := strings.ReplaceAll(ddl, "{s}", pgdb.Ident(q.schema))
+	if q.opts.Unlogged {
+		schemaDDL = strings.ReplaceAll(schemaDDL, "CREATE TABLE", "CREATE UNLOGGED TABLE")
+	}
+	if err := q.db.Provision(ctx, q.schema, schemaDDL); err != nil {
 		return err
 	}
 	var syncCommit, fsync string
@@ -244,7 +252,7 @@ func (q *Queue) open(ctx context.Context) error {
 // capabilities are the documented semantics of this adapter on a server with the
 // given settings.
 func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capabilities {
-	durable := syncCommit != "off" && fsync != "off"
+	durable := syncCommit != "off" && fsync != "off" && !opts.Unlogged
 	notes := []string{
 		"lease, visibility and delay clocks are the database server's now(), not the worker's clock",
 		"dead-letter table " + schema + ".dead is part of the queue",
@@ -255,6 +263,9 @@ func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capab
 	}
 	if opts.BreakOrder {
 		notes = append(notes, "deliberately broken FIFO (newest first): a negative control")
+	}
+	if opts.Unlogged {
+		notes = append(notes, "UNLOGGED tables: crash recovery empties the queue")
 	}
 	if !durable {
 		notes = append(notes, "an acknowledged Enqueue may be lost if the server crashes (synchronous_commit or fsync is off): not durable")

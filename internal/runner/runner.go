@@ -59,6 +59,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
+	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
 	if v, ok := q.(interface{ ServerVersion() string }); ok {
 		t.measuredOn = v.ServerVersion()
 	}
@@ -116,6 +117,8 @@ type run struct {
 	slots    map[string]*child // current incarnation per slot
 	pending  map[string][]faults.Fault
 	hists    []string
+	inst     targets.Instance // private broker instance, for broker kills
+	restart  time.Time        // when the killed instance comes back
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -137,11 +140,23 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		r.stopAll()
 		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if terr := targets.Teardown(tctx, r.spec); terr != nil && err == nil {
+		terr := targets.TeardownStore(tctx, r.spec)
+		if r.inst != nil {
+			terr = errors.Join(terr, r.inst.Stop()) // the queue goes with the instance
+		} else {
+			terr = errors.Join(terr, targets.TeardownQueue(tctx, r.spec))
+		}
+		if terr != nil && err == nil {
 			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
 		}
 		os.RemoveAll(r.dir)
 	}()
+	if needsBrokerKill(r.sc.Plan) {
+		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, r.dir); err != nil {
+			return ex, err
+		}
+		t.logf("  private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
+	}
 	q, err := targets.OpenQueue(ctx, r.spec)
 	if err != nil {
 		return ex, err
@@ -330,6 +345,13 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			r.applyTimed(timed[0])
 			timed = timed[1:]
 		}
+		if !r.restart.IsZero() && !now.Before(r.restart) {
+			r.restart = time.Time{}
+			if err := r.inst.Restart(r.ctx); err != nil {
+				return false, fmt.Errorf("restart of the private broker: %w", err)
+			}
+			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_restart", Target: r.spec.Kind})
+		}
 		if err := r.reap(); err != nil {
 			return false, err
 		}
@@ -337,7 +359,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		if now.After(deadline) {
 			return false, nil
 		}
-		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() {
+		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() {
 			continue
 		}
 		lastDrainCheck = now
@@ -376,8 +398,14 @@ func (r *run) applyTimed(f faults.Fault) {
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
 		r.t.logf("  killed %s", c.name)
 	case faults.BrokerCrash:
-		// Broker kills need a private instance; targets without one skip the
-		// contract through their capabilities, so this is never reached.
+		if r.inst == nil {
+			return
+		}
+		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_crash", Target: r.spec.Kind})
+		if err := r.inst.Kill(); err != nil {
+			r.t.logf("  broker kill: %v", err)
+		}
+		r.restart = time.Now().Add(f.For)
 	}
 }
 
@@ -526,6 +554,15 @@ func (r *run) merge() ([]history.Op, error) {
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].T < all[j].T })
 	return all, nil
+}
+
+func needsBrokerKill(p faults.Plan) bool {
+	for _, f := range p.Faults {
+		if f.Kind == faults.BrokerCrash {
+			return true
+		}
+	}
+	return false
 }
 
 func timedFaults(p faults.Plan) []faults.Fault {

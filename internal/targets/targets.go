@@ -1,6 +1,7 @@
 // Package targets turns a target description into the adapter, the effect store
-// and the broker control of a run. It is the one place that knows every adapter
-// package; the engine and the worker processes go through it.
+// and the broker control of a run. Each broker kind registers itself from a file
+// of its own (postgres.go, redis.go, ...); the engine and the worker processes
+// go through this package only.
 package targets
 
 import (
@@ -8,12 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/durachk/durachk/adapters"
-	"github.com/durachk/durachk/adapters/pg"
 	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/pipeline/pgstore"
 )
@@ -23,11 +23,11 @@ var ErrBadTarget = errors.New("bad target")
 
 // Spec is everything a process needs to reach the run's broker namespace and
 // store. It travels to worker processes as JSON in a file of the run directory
-// (mode 0600); it holds the URL with its credentials and is never logged or
+// (mode 0600); it holds URLs with their credentials and is never logged or
 // written into a report: use Redact for that.
 type Spec struct {
 	Name     string            `json:"name"`
-	Kind     string            `json:"kind"` // postgres
+	Kind     string            `json:"kind"`
 	URL      string            `json:"url"`
 	Options  map[string]string `json:"options,omitempty"`
 	RunID    string            `json:"run_id"`
@@ -40,62 +40,92 @@ type Spec struct {
 	BreakOrder bool `json:"break_order,omitempty"`
 }
 
-var runIDRE = regexp.MustCompile(`^[a-z0-9]{4,24}$`)
-
 // StoreSchema is the effect store's schema of the run.
 func (s Spec) StoreSchema() string { return "durachk_" + s.RunID }
 
+// Instance is a private broker instance that a run may kill and restart. The
+// harness starts it as a direct child and waits on it. Not safe for concurrent use.
+type Instance interface {
+	// URL is the instance's address, in the kind's URL form.
+	URL() string
+	// Kill sends SIGKILL and waits for the process to be gone.
+	Kill() error
+	// Restart starts the instance again on the same data and port and waits until
+	// it accepts connections.
+	Restart(ctx context.Context) error
+	// Stop ends the instance and removes its data. Idempotent.
+	Stop() error
+}
+
+// Kind is one broker kind. Parse and OpenQueue are required; the rest are
+// optional abilities (nil: not available).
+type Kind struct {
+	Name    string
+	Schemes []string
+	// Parse reads a --target URL and its knobs; it must reject unknown knobs.
+	Parse func(raw string, u *url.URL) (Spec, error)
+	// OpenQueue connects to the run's queue namespace, creating it if needed.
+	OpenQueue func(ctx context.Context, s Spec) (adapters.Queue, error)
+	// Version names what the target is ("postgres 15.19"), read from the broker.
+	Version func(ctx context.Context, s Spec) (string, error)
+	// StartPrivate starts a private instance in dir (for contracts that kill the
+	// broker) and returns it with spec pointing at it.
+	StartPrivate func(ctx context.Context, s Spec, dir string) (Instance, Spec, error)
+	// CanStartPrivate says why StartPrivate cannot work on this machine, or nil.
+	CanStartPrivate func() error
+	// Cleanup removes every namespace with durachk's prefix that no run owns
+	// any more (durachk cleanup).
+	Cleanup func(ctx context.Context, s Spec) ([]string, error)
+}
+
+var kinds = map[string]*Kind{}
+
+// Register adds a kind; it panics on a duplicate scheme (a programming error).
+func Register(k *Kind) {
+	for _, s := range k.Schemes {
+		if _, dup := kinds[s]; dup {
+			panic("targets: duplicate scheme " + s)
+		}
+		kinds[s] = k
+	}
+}
+
+// Lookup returns the kind registered under name or scheme.
+func Lookup(name string) (*Kind, bool) {
+	k, ok := kinds[name]
+	return k, ok
+}
+
+func schemes() string {
+	var out []string
+	for s := range kinds {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
 // Parse reads a --target value: a broker URL with the broker's knobs as query
-// parameters (postgres://host:port/db?lease_fifo=true&synchronous_commit=off).
+// parameters.
 func Parse(raw string) (Spec, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Redact(raw))
 	}
-	switch u.Scheme {
-	case "postgres", "postgresql":
-		return parsePostgres(raw, u)
+	k, ok := kinds[u.Scheme]
+	if !ok {
+		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Redact(raw), u.Scheme, schemes())
 	}
-	return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, postgres)", ErrBadTarget, Redact(raw), u.Scheme)
+	s, err := k.Parse(raw, u)
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Kind = k.Name
+	if s.StoreURL == "" {
+		s.StoreURL = DefaultStoreURL()
+	}
+	return s, nil
 }
-
-// postgres knobs durachk reads from the URL; everything else is for pgx.
-var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true}
-
-func parsePostgres(raw string, u *url.URL) (Spec, error) {
-	q := u.Query()
-	opts := map[string]string{}
-	for k := range q {
-		if pgKnobs[k] {
-			opts[k] = q.Get(k)
-			q.Del(k)
-		}
-	}
-	if opts["synchronous_commit"] != "" && !oneOf(opts["synchronous_commit"], "on", "off", "local", "remote_write", "remote_apply") {
-		return Spec{}, fmt.Errorf("%w: synchronous_commit=%q", ErrBadTarget, opts["synchronous_commit"])
-	}
-	if q.Get("sslmode") == "" && isLoopback(u.Hostname()) {
-		q.Set("sslmode", "disable")
-	}
-	u.RawQuery = q.Encode()
-	name := opts["name"]
-	if name == "" {
-		name = "postgres"
-	}
-	delete(opts, "name")
-	return Spec{Name: name, Kind: "postgres", URL: u.String(), Options: opts, StoreURL: u.String()}, nil
-}
-
-func oneOf(v string, vs ...string) bool {
-	for _, x := range vs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-func isLoopback(h string) bool { return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "" }
 
 // Redact removes any password from a URL-like string.
 func Redact(s string) string {
@@ -114,7 +144,9 @@ func Redact(s string) string {
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
-// CheckRunID rejects a run id that cannot name a schema or queue.
+var runIDRE = regexp.MustCompile(`^[a-z0-9]{4,24}$`)
+
+// CheckRunID rejects a run id that cannot name a schema, key prefix or queue.
 func CheckRunID(id string) error {
 	if !runIDRE.MatchString(id) {
 		return fmt.Errorf("%w: run id %q must match %s", ErrBadTarget, id, runIDRE)
@@ -122,22 +154,62 @@ func CheckRunID(id string) error {
 	return nil
 }
 
-func (s Spec) pgOptions() pg.Options {
-	o := pg.Options{FIFO: s.Options["fifo"] != "false", SyncCommit: s.Options["synchronous_commit"], MaxConns: 2}
-	fmt.Sscan(s.Options["delivery_limit"], &o.DeliveryLimit)
-	return o
-}
-
-// OpenQueue connects to the run's queue; Provision must have created it.
-func OpenQueue(ctx context.Context, s Spec) (adapters.Queue, error) {
-	switch s.Kind {
-	case "postgres":
-		return pg.Open(ctx, s.URL, s.RunID, s.pgOptions())
+// UnknownKnobs returns an error naming the first query parameter of u that is
+// neither in knobs nor passed through (for the driver).
+func UnknownKnobs(u *url.URL, knobs map[string]bool, passThrough ...string) error {
+	q := u.Query()
+	var keys []string
+	for k := range q {
+		keys = append(keys, k)
 	}
-	return nil, fmt.Errorf("%w: kind %q", ErrBadTarget, s.Kind)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if knobs[k] {
+			continue
+		}
+		ok := false
+		for _, p := range passThrough {
+			if k == p {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s: unknown setting %q", ErrBadTarget, Redact(u.Redacted()), k)
+		}
+	}
+	return nil
 }
 
-// OpenStore connects to the run's effect store (a schema of its own).
+func kindOf(s Spec) (*Kind, error) {
+	k, ok := kinds[s.Kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: kind %q", ErrBadTarget, s.Kind)
+	}
+	return k, nil
+}
+
+// OpenQueue connects to the run's queue namespace, creating it if needed.
+func OpenQueue(ctx context.Context, s Spec) (adapters.Queue, error) {
+	k, err := kindOf(s)
+	if err != nil {
+		return nil, err
+	}
+	return k.OpenQueue(ctx, s)
+}
+
+// DefaultStoreURL is the effect store every real target uses unless its spec
+// names another: $DURACHK_STORE_URL, else the local Postgres.
+func DefaultStoreURL() string {
+	if v := getenv("DURACHK_STORE_URL"); v != "" {
+		return v
+	}
+	if v := getenv("DURACHK_PG_URL"); v != "" {
+		return v
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// OpenStore connects to the run's effect store (a Postgres schema of its own).
 func OpenStore(ctx context.Context, s Spec) (pipeline.Store, error) {
 	return pgstore.Open(ctx, s.StoreURL, s.StoreSchema(), pgstore.Options{NoFence: s.NoFence, KeyOnlyDedupe: s.KeyOnlyDedupe, MaxConns: 2})
 }
@@ -147,29 +219,62 @@ type Dropper interface {
 	Drop(ctx context.Context) error
 }
 
-// Teardown removes the run's queue and store namespaces. It is safe to call on
-// a run that was never (or only partly) provisioned.
-func Teardown(ctx context.Context, s Spec) error {
-	var errs []error
-	if q, err := OpenQueue(ctx, s); err == nil {
-		if d, ok := q.(Dropper); ok {
-			errs = append(errs, d.Drop(ctx))
-		}
-		q.Close()
-	} else {
-		errs = append(errs, err)
+// CanKillBroker reports whether runs of s can kill and restart a private
+// instance of the broker, and if not, why.
+func CanKillBroker(s Spec) error {
+	k, err := kindOf(s)
+	if err != nil {
+		return err
 	}
-	if st, err := OpenStore(ctx, s); err == nil {
-		if d, ok := st.(Dropper); ok {
-			errs = append(errs, d.Drop(ctx))
-		}
-		st.Close()
-	} else {
-		errs = append(errs, err)
+	if k.StartPrivate == nil {
+		return fmt.Errorf("durachk cannot start a private %s instance", k.Name)
 	}
-	return errors.Join(errs...)
+	if k.CanStartPrivate != nil {
+		return k.CanStartPrivate()
+	}
+	return nil
 }
 
-// Self is the path of the running durachk binary, which re-executes itself as
-// `durachk worker`.
-func Self() (string, error) { return os.Executable() }
+// StartPrivate starts a private instance of s's broker in dir.
+func StartPrivate(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
+	k, err := kindOf(s)
+	if err != nil {
+		return nil, s, err
+	}
+	if k.StartPrivate == nil {
+		return nil, s, fmt.Errorf("%w: no private %s instance", ErrBadTarget, k.Name)
+	}
+	return k.StartPrivate(ctx, s, dir)
+}
+
+// TeardownQueue removes the run's queue namespace. Safe on a run that was never
+// (or only partly) provisioned.
+func TeardownQueue(ctx context.Context, s Spec) error {
+	q, err := OpenQueue(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if d, ok := q.(Dropper); ok {
+		return d.Drop(ctx)
+	}
+	return nil
+}
+
+// TeardownStore removes the run's effect store schema.
+func TeardownStore(ctx context.Context, s Spec) error {
+	st, err := OpenStore(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if d, ok := st.(Dropper); ok {
+		return d.Drop(ctx)
+	}
+	return nil
+}
+
+// Teardown removes the run's queue and store namespaces.
+func Teardown(ctx context.Context, s Spec) error {
+	return errors.Join(TeardownQueue(ctx, s), TeardownStore(ctx, s))
+}

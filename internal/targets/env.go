@@ -1,0 +1,5 @@
+package targets
+
+import "os"
+
+var getenv = os.Getenv

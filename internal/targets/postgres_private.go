@@ -1,0 +1,113 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+
+	"github.com/durachk/durachk/adapters/pg/pgdb"
+)
+
+// pgBin finds the server binaries of the installed Postgres.
+func pgBin(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) == 0 {
+		return "", fmt.Errorf("private postgres: %s not found (install the postgresql server package)", name)
+	}
+	return matches[len(matches)-1], nil
+}
+
+type privatePostgres struct {
+	PrivateProcess
+	dir string
+	url string
+}
+
+func (p *privatePostgres) URL() string                       { return p.url }
+func (p *privatePostgres) Restart(ctx context.Context) error { return p.Start(ctx) }
+func (p *privatePostgres) Stop() error {
+	err := p.Kill()
+	os.RemoveAll(p.dir)
+	return err
+}
+
+// startPrivatePostgres runs initdb in dir and starts a server on a free loopback
+// port (fsync on, the default), as a direct child: not through pg_ctl, whose
+// restart fails on a stale pid file when an orphan is reaped slowly.
+func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
+	if err := canStartPrivatePostgres(); err != nil {
+		return nil, s, err
+	}
+	initdb, err := pgBin("initdb")
+	if err != nil {
+		return nil, s, err
+	}
+	server, err := pgBin("postgres")
+	if err != nil {
+		return nil, s, err
+	}
+	data := filepath.Join(dir, "pgdata")
+	cred, err := Credential("postgres")
+	if err != nil {
+		return nil, s, err
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, s, err
+	}
+	if cred != nil {
+		// The server runs as postgres: it must reach and own its directory.
+		_ = os.Chmod(dir, 0o711)
+		if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, s, err
+		}
+	}
+	init := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	if cred != nil {
+		init.SysProcAttr = credAttr(cred)
+	}
+	if out, err := init.CombinedOutput(); err != nil {
+		return nil, s, fmt.Errorf("private postgres: initdb: %v: %s", err, out)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, s, err
+	}
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	p := &privatePostgres{dir: data, url: url}
+	p.PrivateProcess = PrivateProcess{
+		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres",
+		Command: func() *exec.Cmd {
+			return exec.Command(server, "-D", data, "-p", strconv.Itoa(port), "-k", data,
+				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=40",
+				"-c", "shared_buffers=16MB", "-c", "logging_collector=off")
+		},
+		Ready: func(ctx context.Context) error {
+			db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Pool.Ping(ctx)
+		},
+	}
+	if err := p.Start(ctx); err != nil {
+		os.RemoveAll(data)
+		return nil, s, err
+	}
+	s.URL = url
+	return p, s, nil
+}
+
+func canStartPrivatePostgres() error {
+	if _, err := pgBin("initdb"); err != nil {
+		return err
+	}
+	_, err := pgBin("postgres")
+	return err
+}
