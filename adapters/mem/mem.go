@@ -164,7 +164,9 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	return adapters.Delivery{}, adapters.ErrNoJob
 }
 
-func receipt(m *message) string { return strconv.FormatInt(m.id, 10) + ":" + strconv.FormatUint(m.token, 10) }
+func receipt(m *message) string {
+	return strconv.FormatInt(m.id, 10) + ":" + strconv.FormatUint(m.token, 10)
+}
 
 // current finds the live message of d; ErrStaleToken once a newer delivery exists.
 func (q *Queue) current(d adapters.Delivery) (*message, error) {
