@@ -180,8 +180,6 @@ func TestMemStoreBeforeCommitSeesNothing(t *testing.T) {
 		if s.PendingCount() != 0 {
 			t.Errorf("BeforeCommit sees %d pending events", s.PendingCount())
 		}
-		// The job is not committed yet: a dead-letter would still be accepted.
-		// (Checked on another store to keep this one clean.)
 	}
 	if _, err := s.CommitResultWithEvent(ctx, r); err != nil {
 		t.Fatal(err)
