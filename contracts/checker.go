@@ -225,10 +225,17 @@ func (c *checker) observe(i int32, op *history.Op) {
 		if op.Key != "" {
 			c.st.Faults[op.Value+":"+op.Key]++
 		}
-		if op.Target != "" && (op.Value == "kill" || op.Value == "pause" || strings.HasPrefix(op.Value, "crash")) {
+		if op.Target == "" {
+			return
+		}
+		if op.Value == "kill" || op.Value == "pause" || strings.HasPrefix(op.Value, "crash") {
 			c.faulted[op.Target] = true
-			if jid := c.current[op.Target]; jid != "" {
-				if d := c.jobs[jid].open(op.Target); d != nil {
+		}
+		// A fault on a process (or on its slot's link: "w2" covers "w2.3")
+		// explains what happens to the delivery it holds.
+		for proc, jid := range c.current {
+			if proc == op.Target || strings.HasPrefix(proc, op.Target+".") {
+				if d := c.jobs[jid].open(proc); d != nil {
 					d.faulted = true
 				}
 			}
@@ -271,8 +278,11 @@ func (c *checker) observe(i int32, op *history.Op) {
 		c.commit(i, op, j)
 	case history.Ack:
 		if op.Type == history.OK {
-			if op.Token < j.maxLeaseTok && c.opts.FencedAck {
-				c.violate(PropStaleAck, op.Job, fmt.Sprintf("ack with token %d accepted after a delivery with token %d", op.Token, j.maxLeaseTok), i)
+			// Tokens count the deliveries of one message: with two messages of the
+			// job (a producer retry) they are not comparable.
+			if op.Token < j.maxLeaseTok && c.opts.FencedAck && j.enqueues == 1 {
+				c.violate(PropStaleAck, op.Job, fmt.Sprintf("ack with token %d accepted after a delivery with token %d", op.Token, j.maxLeaseTok),
+					j.open(op.Process).leaseIdx(), i)
 			}
 			if j.terminalIdx < 0 {
 				j.terminalIdx = i

@@ -30,15 +30,29 @@ func (g gate) record(ctx context.Context, what string) {
 }
 
 func (g gate) before(ctx context.Context) error {
-	if g.link.Down(g.now()) {
+	now := g.now()
+	if g.link.Down(now) {
 		g.record(ctx, "refused")
 		return adapters.ErrUnavailable
+	}
+	if g.link.Blackhole(now) {
+		// Accepted and never answered: the caller gives up after its timeout.
+		g.record(ctx, "blackhole")
+		_ = sim.Sleep(ctx, blackholeTimeout)
+		return adapters.ErrAmbiguous
+	}
+	if d := g.link.Delay(now); d > 0 {
+		g.record(ctx, "latency")
+		_ = sim.Sleep(ctx, d)
 	}
 	return nil
 }
 
+// blackholeTimeout is how long a simulated caller waits on a hung link.
+const blackholeTimeout = 5 * time.Second
+
 func (g gate) after(ctx context.Context, err error) error {
-	if err == nil && g.link.LoseReply(g.now()) {
+	if err == nil && (g.link.LoseReply(g.now()) || g.link.Reset(g.now())) {
 		g.record(ctx, "reply_lost")
 		return adapters.ErrAmbiguous
 	}

@@ -33,6 +33,12 @@ const (
 	ReplyLoss Kind = "reply_loss"
 	// Flap switches Link down and up in a seeded pattern during [At, At+For).
 	Flap Kind = "flap"
+	// Blackhole accepts connections on Link and never answers during [At, At+For).
+	Blackhole Kind = "blackhole"
+	// Latency delays every chunk on Link by Delay plus up to Jitter (seeded).
+	Latency Kind = "latency"
+	// Reset cuts connections mid-stream with probability Rate per chunk.
+	Reset Kind = "reset"
 )
 
 // Links of a run.
@@ -52,6 +58,8 @@ type Fault struct {
 	At      time.Duration `json:"at,omitempty"`
 	For     time.Duration `json:"for,omitempty"`
 	Rate    float64       `json:"rate,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`
+	Jitter  time.Duration `json:"jitter,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -114,12 +122,16 @@ func (p *Points) Arrive(point string) (Fault, bool) {
 	return Fault{}, false
 }
 
-// Window is a period during which a link misbehaves.
+// Window is a period during which a link misbehaves in one way.
 type Window struct {
 	From, To time.Time
-	Down     bool
-	Rate     float64 // reply loss probability when not down
+	Kind     Kind
+	Rate     float64 // ReplyLoss, Reset: probability per reply / per chunk
+	Delay    time.Duration
+	Jitter   time.Duration
 }
+
+func (w Window) covers(now time.Time) bool { return !now.Before(w.From) && now.Before(w.To) }
 
 // Link is one connection path of a run with its fault windows. Its random
 // choices come from its own seeded generator. Safe for concurrent use.
@@ -144,12 +156,9 @@ func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
 	for _, f := range plan.Faults {
 		from, to := start.Add(f.At), start.Add(f.At+f.For)
 		switch f.Kind {
-		case LinkDown:
+		case LinkDown, Blackhole, ReplyLoss, Latency, Reset:
 			l := get(f.Link)
-			l.windows = append(l.windows, Window{From: from, To: to, Down: true})
-		case ReplyLoss:
-			l := get(f.Link)
-			l.windows = append(l.windows, Window{From: from, To: to, Rate: f.Rate})
+			l.windows = append(l.windows, Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter})
 		case Flap:
 			l := get(f.Link)
 			r := rand.New(rand.NewPCG(seed, 0xF1A9))
@@ -157,7 +166,7 @@ func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
 			for t, down := from, true; t.Before(to); down = !down {
 				d := time.Duration(500+r.IntN(2500)) * time.Millisecond
 				if down {
-					l.windows = append(l.windows, Window{From: t, To: minTime(t.Add(d), to), Down: true})
+					l.windows = append(l.windows, Window{From: t, To: minTime(t.Add(d), to), Kind: LinkDown})
 				}
 				t = t.Add(d)
 			}
@@ -176,30 +185,65 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// Down reports whether the link refuses calls at now.
-func (l *Link) Down(now time.Time) bool {
+func (l *Link) active(now time.Time, k Kind) *Window {
 	if l == nil {
-		return false
+		return nil
 	}
-	for _, w := range l.windows {
-		if w.Down && !now.Before(w.From) && now.Before(w.To) {
-			return true
+	for i := range l.windows {
+		if w := &l.windows[i]; w.Kind == k && w.covers(now) {
+			return w
 		}
 	}
-	return false
+	return nil
 }
 
-// LoseReply reports whether the reply of a call completed at now is lost.
-func (l *Link) LoseReply(now time.Time) bool {
-	if l == nil {
+// Down reports whether the link is partitioned at now: new connections are
+// refused and calls fail before they are applied.
+func (l *Link) Down(now time.Time) bool { return l.active(now, LinkDown) != nil }
+
+// Blackhole reports whether the link accepts and never answers at now.
+func (l *Link) Blackhole(now time.Time) bool { return l.active(now, Blackhole) != nil }
+
+func (l *Link) chance(now time.Time, k Kind) bool {
+	w := l.active(now, k)
+	if w == nil || w.Rate <= 0 {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, w := range l.windows {
-		if !w.Down && w.Rate > 0 && !now.Before(w.From) && now.Before(w.To) {
-			return l.rng.Float64() < w.Rate
+	return l.rng.Float64() < w.Rate
+}
+
+// LoseReply reports whether a reply completed at now is lost (seeded).
+func (l *Link) LoseReply(now time.Time) bool { return l.chance(now, ReplyLoss) }
+
+// Reset reports whether the connection is cut mid-stream at now (seeded).
+func (l *Link) Reset(now time.Time) bool { return l.chance(now, Reset) }
+
+// Delay is the latency to add at now, with seeded jitter.
+func (l *Link) Delay(now time.Time) time.Duration {
+	w := l.active(now, Latency)
+	if w == nil {
+		return 0
+	}
+	d := w.Delay
+	if w.Jitter > 0 {
+		l.mu.Lock()
+		d += time.Duration(l.rng.Int64N(int64(w.Jitter)))
+		l.mu.Unlock()
+	}
+	return d
+}
+
+// Names returns the link names of a plan's network faults.
+func (p Plan) LinkNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range p.Faults {
+		if f.Link != "" && !seen[f.Link] {
+			seen[f.Link] = true
+			out = append(out, f.Link)
 		}
 	}
-	return false
+	return out
 }

@@ -25,8 +25,10 @@ type Relay struct {
 	// one probe per ProbeEvery tests the channel and the events stay parked.
 	BreakAfter int
 	ProbeEvery time.Duration
-	failures   int
-	openUntil  time.Time
+	// StepTimeout bounds one batch (its store and publish calls); 0: no bound.
+	StepTimeout time.Duration
+	failures    int
+	openUntil   time.Time
 }
 
 func (r *Relay) rec(t history.Type, f history.F, e Event, err error) {
@@ -96,7 +98,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		retention = DefaultOutboxRetention
 	}
 	for ctx.Err() == nil {
-		n, err := r.Step(ctx)
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if r.StepTimeout > 0 {
+			sctx, cancel = context.WithTimeout(ctx, r.StepTimeout)
+		}
+		n, err := r.Step(sctx)
+		cancel()
 		if err != nil && !ambiguous(err) && !isUnavailable(err) {
 			return err
 		}

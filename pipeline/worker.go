@@ -25,6 +25,19 @@ type Worker struct {
 	// CommitRetries is how often a commit whose outcome is unknown is retried
 	// (it dedupes) before the delivery is left for redelivery.
 	CommitRetries int
+	// CallTimeout bounds every broker and store call; a call that runs out is
+	// ambiguous (context.DeadlineExceeded). 0: no bound (the embedded target).
+	CallTimeout time.Duration
+}
+
+// call runs f with the call timeout.
+func (w *Worker) call(ctx context.Context, f func(ctx context.Context) error) error {
+	if w.CallTimeout <= 0 {
+		return f(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.CallTimeout)
+	defer cancel()
+	return f(cctx)
 }
 
 func (w *Worker) rec(t history.Type, f history.F, d adapters.Delivery, key, value string, err error) {
@@ -113,7 +126,8 @@ func (w *Worker) Key(job adapters.Job) (string, error) {
 func (w *Worker) Step(ctx context.Context) (bool, error) {
 	var none adapters.Delivery
 	w.rec(history.Invoke, history.Lease, none, "", "", nil)
-	d, err := w.Queue.Lease(ctx, w.Lease)
+	var d adapters.Delivery
+	err := w.call(ctx, func(ctx context.Context) (err error) { d, err = w.Queue.Lease(ctx, w.Lease); return err })
 	if err != nil {
 		w.recResult(history.Lease, none, "", "", err)
 		if errors.Is(err, adapters.ErrClosed) {
@@ -125,7 +139,7 @@ func (w *Worker) Step(ctx context.Context) (bool, error) {
 	w.rec(history.OK, history.Lease, d, key, strconv.FormatInt(w.Lease.Milliseconds(), 10), nil)
 	if kerr == nil {
 		w.rec(history.Invoke, history.Fence, d, key, "", nil)
-		err := w.Store.Fence(ctx, d.Job.ID, d.Token)
+		err := w.call(ctx, func(ctx context.Context) error { return w.Store.Fence(ctx, d.Job.ID, d.Token) })
 		w.recResult(history.Fence, d, key, "", err)
 		if err != nil {
 			return true, nil // stale or unknown: another delivery owns the job, or redelivery will tell
@@ -204,7 +218,7 @@ func (w *Worker) extract(ctx context.Context, d adapters.Delivery, key string) (
 				continue
 			}
 			w.rec(history.Invoke, history.Extend, d, key, "", nil)
-			err := ext.Extend(ctx, d, w.Lease)
+			err := w.call(ctx, func(ctx context.Context) error { return ext.Extend(ctx, d, w.Lease) })
 			w.recResult(history.Extend, d, key, strconv.FormatInt(w.Lease.Milliseconds(), 10), err)
 			if errors.Is(err, adapters.ErrLeaseLost) || errors.Is(err, adapters.ErrStaleToken) {
 				return "", err
@@ -226,13 +240,16 @@ func (w *Worker) commit(ctx context.Context, d adapters.Delivery, req CommitRequ
 		var deduped bool
 		var err error
 		if dw, ok := w.Store.(DualWriter); ok && w.Sabotage.DualWrite {
-			deduped, err = dw.WriteResult(ctx, req)
+			err = w.call(ctx, func(ctx context.Context) (err error) { deduped, err = dw.WriteResult(ctx, req); return err })
 			if err == nil && !deduped {
 				req.BeforeCommit(ctx)
-				err = dw.WriteEvent(ctx, req)
+				err = w.call(ctx, func(ctx context.Context) error { return dw.WriteEvent(ctx, req) })
 			}
 		} else {
-			deduped, err = w.Store.CommitResultWithEvent(ctx, req)
+			err = w.call(ctx, func(ctx context.Context) (err error) {
+				deduped, err = w.Store.CommitResultWithEvent(ctx, req)
+				return err
+			})
 		}
 		value := "new"
 		if deduped {
@@ -261,7 +278,7 @@ func (w *Worker) commit(ctx context.Context, d adapters.Delivery, req CommitRequ
 
 func (w *Worker) ack(ctx context.Context, d adapters.Delivery, key string) {
 	w.rec(history.Invoke, history.Ack, d, key, "", nil)
-	w.recResult(history.Ack, d, key, "", w.Queue.Ack(ctx, d))
+	w.recResult(history.Ack, d, key, "", w.call(ctx, func(ctx context.Context) error { return w.Queue.Ack(ctx, d) }))
 }
 
 // resolve applies the retry policy to a failed attempt.
@@ -274,7 +291,8 @@ func (w *Worker) resolve(ctx context.Context, d adapters.Delivery, key string, e
 		w.deadLetter(ctx, d, key, err)
 	default:
 		w.rec(history.Invoke, history.Nack, d, key, dec.Delay.String(), nil)
-		w.recResult(history.Nack, d, key, dec.Delay.String(), w.Queue.Nack(ctx, d, dec.Delay))
+		err := w.call(ctx, func(ctx context.Context) error { return w.Queue.Nack(ctx, d, dec.Delay) })
+		w.recResult(history.Nack, d, key, dec.Delay.String(), err)
 	}
 }
 
@@ -284,7 +302,7 @@ func (w *Worker) cancel(ctx context.Context, d adapters.Delivery, key string) {
 		return
 	}
 	w.rec(history.Invoke, history.Cancel, d, key, "", nil)
-	err := w.Store.Cancel(ctx, d.Job.ID)
+	err := w.call(ctx, func(ctx context.Context) error { return w.Store.Cancel(ctx, d.Job.ID) })
 	w.recResult(history.Cancel, d, key, "", err)
 	if err == nil || errors.Is(err, ErrAlreadyCommitted) {
 		w.ack(ctx, d, key) // committed before: only the ack was missing
@@ -300,7 +318,7 @@ func (w *Worker) deadLetter(ctx context.Context, d adapters.Delivery, key string
 	}
 	rec := DeadLetterRecord{JobID: d.Job.ID, Tenant: d.Job.Tenant, Key: key, Reason: reason, Attempt: d.Attempt, At: w.Env.Now()}
 	w.rec(history.Invoke, history.DeadLetter, d, key, reason, nil)
-	if err := w.Store.DeadLetter(ctx, rec); err != nil && !(w.Sabotage.TimeoutAsFailure && errors.Is(err, ErrAlreadyCommitted)) {
+	if err := w.call(ctx, func(ctx context.Context) error { return w.Store.DeadLetter(ctx, rec) }); err != nil && !(w.Sabotage.TimeoutAsFailure && errors.Is(err, ErrAlreadyCommitted)) {
 		w.recResult(history.DeadLetter, d, key, reason, err)
 		if errors.Is(err, ErrAlreadyCommitted) {
 			w.ack(ctx, d, key) // committed before: only the ack was missing
@@ -309,9 +327,9 @@ func (w *Worker) deadLetter(ctx context.Context, d adapters.Delivery, key string
 	}
 	var err error
 	if dl, ok := w.Queue.(adapters.DeadLetterer); ok {
-		err = dl.DeadLetter(ctx, d, reason)
+		err = w.call(ctx, func(ctx context.Context) error { return dl.DeadLetter(ctx, d, reason) })
 	} else {
-		err = w.Queue.Ack(ctx, d)
+		err = w.call(ctx, func(ctx context.Context) error { return w.Queue.Ack(ctx, d) })
 	}
 	w.recResult(history.DeadLetter, d, key, reason, err)
 }

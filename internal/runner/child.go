@@ -109,14 +109,14 @@ func Child(ctx context.Context, configPath string) error {
 	switch cfg.Role {
 	case RoleWorker:
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
-			Sabotage: cfg.Sabotage, CommitRetries: 3,
+			Sabotage: cfg.Sabotage, CommitRetries: 3, CallTimeout: 3 * cfg.Lease,
 			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
 				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))}}
 		return wk.Run(ctx)
 	case RoleRelay:
 		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store, Sabotage: cfg.Sabotage}
 		r := &pipeline.Relay{Env: env, Store: store, Hooks: hooks, Publish: consumer.Handle, Batch: 8, Poll: cfg.Poll,
-			BreakAfter: 5, ProbeEvery: 20 * cfg.Poll}
+			BreakAfter: 5, ProbeEvery: 20 * cfg.Poll, StepTimeout: 3 * cfg.Lease}
 		return r.Run(ctx)
 	}
 	return fmt.Errorf("worker: unknown role %q", cfg.Role)

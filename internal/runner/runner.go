@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,8 @@ type run struct {
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
 	restart  time.Time        // when the killed instance comes back
+	links    map[string]*faults.Link
+	proxies  map[string]*faults.Proxy // slot/upstream → proxy
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -175,6 +178,13 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r.ctl = &pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
 	r.start = time.Now().Add(300 * time.Millisecond) // children start within this
 
+	r.links = faults.Links(r.sc.Plan, r.start, r.rc.Seed)
+	r.proxies = map[string]*faults.Proxy{}
+	defer func() {
+		for _, p := range r.proxies {
+			p.Close()
+		}
+	}()
 	r.assignFaults()
 	if err := r.spawn("producer", RoleProducer); err != nil {
 		return ex, err
@@ -264,7 +274,11 @@ func (r *run) spawn(slot, role string) error {
 		name = fmt.Sprintf("%s.%d", slot, inc)
 	}
 	c := &child{slot: slot, name: name, role: role, inc: inc, hist: filepath.Join(r.dir, name+".jsonl"), done: make(chan error, 1)}
-	cfg := ChildConfig{Role: role, Process: name, Spec: r.spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
+	spec, err := r.proxied(slot, role)
+	if err != nil {
+		return err
+	}
+	cfg := ChildConfig{Role: role, Process: name, Spec: spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
 		Lease: r.sc.Lease, Poll: r.sc.Poll, Backoff: max(r.sc.Poll, 20*time.Millisecond), Faults: r.pending[slot]}
 	if r.rc.Sabotage != nil {
 		cfg.Sabotage = r.rc.Sabotage.Pipeline
@@ -300,6 +314,55 @@ func (r *run) spawn(slot, role string) error {
 	r.children = append(r.children, c)
 	r.hists = append(r.hists, c.hist)
 	return nil
+}
+
+// proxied returns the spec a child of slot uses: its broker and store
+// connections go through proxies of the controller where the plan has faults on
+// their link (broker: producer and workers; store: workers; channel: the
+// relay's store connection, over which it publishes to the consumer).
+func (r *run) proxied(slot, role string) (targets.Spec, error) {
+	spec := r.spec
+	if len(r.links) == 0 {
+		return spec, nil
+	}
+	var err error
+	if l := r.links[faults.LinkBroker]; l != nil && role != RoleRelay {
+		if spec.URL, err = r.proxyURL(slot+"/broker", l, spec.URL); err != nil {
+			return spec, err
+		}
+	}
+	storeLink := r.links[faults.LinkStore]
+	if role == RoleRelay {
+		storeLink = r.links[faults.LinkChannel]
+	}
+	if storeLink != nil && role != RoleProducer {
+		if spec.StoreURL, err = r.proxyURL(slot+"/store", storeLink, spec.StoreURL); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// proxyURL starts (once per slot and upstream) a proxy for the host:port of raw
+// and returns raw pointing at it. A URL without a host is left alone.
+func (r *run) proxyURL(key string, l *faults.Link, raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Port() == "" {
+		return raw, nil
+	}
+	p := r.proxies[key]
+	if p == nil {
+		slot := strings.Split(key, "/")[0]
+		p = &faults.Proxy{Link: l, Upstream: u.Host, OnFault: func(kind string) {
+			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: kind, Key: l.Name, Target: slot})
+		}}
+		if err := p.Start(); err != nil {
+			return "", fmt.Errorf("proxy for %s: %w", key, err)
+		}
+		r.proxies[key] = p
+	}
+	u.Host = p.Addr()
+	return u.String(), nil
 }
 
 func killed(err error) bool {

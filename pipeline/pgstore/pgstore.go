@@ -57,6 +57,7 @@ var (
 type queries struct {
 	fence, insertResult, resultHash, insertEvent                    string
 	deadLetter, cancel, isCancelled, lockDead, audit, markReprocess string
+	lockJob, markDone, isCommitted                                  string
 	insertAudit, pending, markPublished, purge, apply               string
 	snapResults, snapEvents, snapApplied, snapDead, snapCancelled   string
 	snapAudits                                                      string
@@ -106,6 +107,9 @@ CREATE TABLE IF NOT EXISTS {s}.dead_letters (
 CREATE TABLE IF NOT EXISTS {s}.cancelled (
 	job_id text PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS {s}.committed_jobs (
+	job_id text PRIMARY KEY -- every job with a successful commit, new or deduped
+);
 CREATE TABLE IF NOT EXISTS {s}.audits (
 	old_job  text PRIMARY KEY,
 	seq      bigserial NOT NULL UNIQUE,
@@ -130,7 +134,12 @@ func newQueries(schema string) queries {
 		insertEvent: s(`INSERT INTO {s}.events (id, key, job_id) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`),
 		deadLetter: s(`INSERT INTO {s}.dead_letters (job_id, tenant, key, reason, attempt, at)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id) DO NOTHING`),
-		cancel:        s(`INSERT INTO {s}.cancelled (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
+		cancel: s(`INSERT INTO {s}.cancelled (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
+		// One terminal outcome per job: commits, dead letters and cancellations of
+		// one job take this lock, so "committed" and "dead" cannot both be written.
+		lockJob:       s(`SELECT pg_advisory_xact_lock(hashtextextended('durachk.job:' || $1, 0))`),
+		markDone:      s(`INSERT INTO {s}.committed_jobs (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
+		isCommitted:   s(`SELECT EXISTS (SELECT 1 FROM {s}.committed_jobs WHERE job_id = $1)`),
 		isCancelled:   s(`SELECT EXISTS (SELECT 1 FROM {s}.cancelled WHERE job_id = $1)`),
 		lockDead:      s(`SELECT 1 FROM {s}.dead_letters WHERE job_id = $1 FOR UPDATE`),
 		audit:         s(`SELECT old_job, new_job, operator, at FROM {s}.audits WHERE old_job = $1`),
@@ -263,6 +272,9 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 	// Every return before COMMIT rolls back, including runtime.Goexit from a
 	// crash point in BeforeCommit.
 	defer pgdb.Rollback(ctx, tx)
+	if _, err := tx.Exec(ctx, s.q.lockJob, req.JobID); err != nil {
+		return false, s.dbErr(op, err, false)
+	}
 	var highest uint64
 	if err := tx.QueryRow(ctx, s.q.fence, req.JobID, req.Token).Scan(&highest); err != nil {
 		return false, s.dbErr(op, err, false)
@@ -282,7 +294,14 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 		if existing != req.PayloadHash && !s.opts.KeyOnlyDedupe {
 			return false, &pipeline.IdempotencyConflictError{Key: req.Key, ExistingHash: existing, NewHash: req.PayloadHash}
 		}
-		return true, nil // nothing new: the deferred rollback undoes the fence raise too
+		// Nothing new, but the job is done: record that (and only that).
+		if _, err := tx.Exec(ctx, s.q.markDone, req.JobID); err != nil {
+			return false, s.dbErr(op, err, false)
+		}
+		return true, s.dbErr(op, tx.Commit(ctx), true)
+	}
+	if _, err := tx.Exec(ctx, s.q.markDone, req.JobID); err != nil {
+		return false, s.dbErr(op, err, false)
 	}
 	if withEvent {
 		if _, err := tx.Exec(ctx, s.q.insertEvent, req.EventID, req.Key, req.JobID); err != nil {
@@ -309,14 +328,40 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 	return false, s.dbErr(op, tx.Commit(ctx), true)
 }
 
-// DeadLetter records rec; idempotent per job id (the first record wins).
+// DeadLetter records rec; idempotent per job id (the first record wins);
+// pipeline.ErrAlreadyCommitted if the job committed.
 func (s *Store) DeadLetter(ctx context.Context, rec pipeline.DeadLetterRecord) error {
-	return s.exec(ctx, "dead letter "+rec.JobID, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
+	return s.terminal(ctx, "dead letter "+rec.JobID, rec.JobID, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
 }
 
-// Cancel records a terminal cancellation; idempotent.
+// Cancel records a terminal cancellation; idempotent; pipeline.ErrAlreadyCommitted
+// if the job committed.
 func (s *Store) Cancel(ctx context.Context, jobID string) error {
-	return s.exec(ctx, "cancel "+jobID, s.q.cancel, jobID)
+	return s.terminal(ctx, "cancel "+jobID, jobID, s.q.cancel, jobID)
+}
+
+// terminal writes a non-commit terminal outcome under the job's lock, unless the
+// job committed.
+func (s *Store) terminal(ctx context.Context, op, jobID, sql string, args ...any) error {
+	tx, err := s.db.Pool.Begin(ctx)
+	if err != nil {
+		return s.dbErr(op, err, false)
+	}
+	defer pgdb.Rollback(ctx, tx)
+	if _, err := tx.Exec(ctx, s.q.lockJob, jobID); err != nil {
+		return s.dbErr(op, err, false)
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, s.q.isCommitted, jobID).Scan(&done); err != nil {
+		return s.dbErr(op, err, false)
+	}
+	if done {
+		return pipeline.ErrAlreadyCommitted
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return s.dbErr(op, err, false)
+	}
+	return s.dbErr(op, tx.Commit(ctx), true)
 }
 
 // RecordReprocess marks the dead job reprocessed and writes the audit entry in one
