@@ -16,7 +16,7 @@ const (
 	DefaultJobs  = 24
 	defaultLease = 10 * time.Second
 	defaultPoll  = 200 * time.Millisecond
-	defaultLimit = 30 * time.Minute
+	defaultLimit = 5 * time.Minute
 )
 
 var tenants = []string{"acme", "globex", "initech"}

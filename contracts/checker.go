@@ -88,6 +88,9 @@ type Stats struct {
 	NotDrained      int            `json:"not_drained"`
 	Faults          map[string]int `json:"faults"` // applied, by kind (and crash point)
 	MaxAttempts     int            `json:"max_attempts_seen"`
+	// Violations counts every violation by property, including those whose
+	// witnesses were omitted (at most five are kept per property).
+	Violations map[string]int `json:"violations,omitempty"`
 }
 
 type delivery struct {
@@ -139,6 +142,12 @@ func Check(ops []history.Op, final Final, opts CheckOptions) ([]Violation, Stats
 		c.observe(int32(i), &ops[i])
 	}
 	unknown := c.finish(final)
+	for p, n := range c.perKind {
+		if c.st.Violations == nil {
+			c.st.Violations = map[string]int{}
+		}
+		c.st.Violations[string(p)] = n
+	}
 	sort.SliceStable(c.vs, func(i, j int) bool { return c.vs[i].Property < c.vs[j].Property })
 	return c.vs, c.st, unknown
 }

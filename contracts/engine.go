@@ -66,7 +66,7 @@ func judge(res *Result, ex Execution, exercised func(Stats) string) {
 	switch {
 	case len(vs) > 0:
 		res.Verdict = Violated
-		res.Reason = summarize(vs)
+		res.Reason = summarize(vs, st.Violations)
 	case len(undecided) > 0:
 		res.Verdict, res.Reason = Unknown, strings.Join(undecided, "; ")
 	case !ex.Final.Drained:
@@ -78,18 +78,16 @@ func judge(res *Result, ex Execution, exercised func(Stats) string) {
 	}
 }
 
-func summarize(vs []Violation) string {
-	seen := map[Property]int{}
+func summarize(vs []Violation, counts map[string]int) string {
 	var order []Property
 	for _, v := range vs {
-		if seen[v.Property] == 0 {
+		if len(order) == 0 || order[len(order)-1] != v.Property {
 			order = append(order, v.Property)
 		}
-		seen[v.Property]++
 	}
 	parts := make([]string, len(order))
 	for i, p := range order {
-		parts[i] = fmt.Sprintf("%s ×%d", p, seen[p])
+		parts[i] = fmt.Sprintf("%s ×%d", p, counts[string(p)])
 	}
 	return strings.Join(parts, ", ") + ": " + vs[0].Message
 }

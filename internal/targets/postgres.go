@@ -23,6 +23,7 @@ func init() {
 		},
 		StartPrivate:    startPrivatePostgres,
 		CanStartPrivate: canStartPrivatePostgres,
+		Cleanup:         cleanupPostgres,
 	})
 }
 
