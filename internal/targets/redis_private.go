@@ -1,0 +1,123 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// redisProfile is the persistence of a private redis-server.
+type redisProfile struct{ appendonly, appendfsync, save string }
+
+// privateRedisProfile reads the private-instance.* knobs of s. Without them the
+// instance runs with the AOF on (appendonly yes, appendfsync everysec, Redis's
+// default fsync policy once the AOF is on) and no RDB snapshots. The negative
+// control (Spec.Volatile) is appendonly no and save "": memory only.
+func privateRedisProfile(s Spec) redisProfile {
+	p := redisProfile{appendonly: "yes", appendfsync: "everysec", save: ""}
+	if v, ok := s.Options["private-instance.appendonly"]; ok {
+		p.appendonly = v
+	}
+	if v, ok := s.Options["private-instance.appendfsync"]; ok {
+		p.appendfsync = v
+	}
+	if v, ok := s.Options["private-instance.save"]; ok {
+		p.save = v
+	}
+	if s.Volatile {
+		p.appendonly, p.save = "no", ""
+	}
+	return p
+}
+
+type privateRedis struct {
+	PrivateProcess
+	dir string
+	url string
+}
+
+func (p *privateRedis) URL() string                       { return p.url }
+func (p *privateRedis) Restart(ctx context.Context) error { return p.Start(ctx) }
+func (p *privateRedis) Stop() error {
+	err := p.Kill()
+	return errors.Join(err, os.RemoveAll(p.dir))
+}
+
+// startPrivateRedis starts a redis-server of its own on a free loopback port,
+// with its data (AOF, RDB) in dir and the profile's persistence settings, as a
+// direct child that the harness kills with SIGKILL and restarts on the same
+// data. The run's spec then points at it, with the same knobs.
+func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, s, canStartPrivateRedis()
+	}
+	data := filepath.Join(dir, "redis")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, s, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, s, err
+	}
+	prof := privateRedisProfile(s)
+	conf := filepath.Join(data, "redis.conf")
+	lines := []string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(port),
+		"protected-mode yes",
+		"daemonize no",
+		"dir " + quoteConf(data),
+		"logfile " + quoteConf(filepath.Join(data, "redis.log")),
+		"dbfilename dump.rdb",
+		"appendonly " + prof.appendonly,
+		"appendfsync " + prof.appendfsync,
+		"save " + quoteConf(prof.save),
+		"maxmemory 64mb",
+		"io-threads 1",
+	}
+	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return nil, s, err
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, s, fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
+	}
+	u.User, u.Host, u.Path = nil, "127.0.0.1:"+strconv.Itoa(port), "/0"
+	addr := u.Host
+	p := &privateRedis{dir: data, url: u.String()}
+	p.PrivateProcess = PrivateProcess{
+		Addr:    addr,
+		Command: func() *exec.Cmd { return exec.Command(server, conf) },
+		Ready: func(ctx context.Context) error {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true})
+			defer c.Close()
+			// EXISTS answers LOADING while the server replays its AOF or RDB.
+			return c.Exists(ctx, "durachk:ready").Err()
+		},
+	}
+	if err := p.Start(ctx); err != nil {
+		os.RemoveAll(data)
+		return nil, s, fmt.Errorf("private redis: %w", err)
+	}
+	s.URL = p.url
+	return p, s, nil
+}
+
+// quoteConf quotes a redis.conf argument ("" for the empty string).
+func quoteConf(v string) string { return strconv.Quote(v) }
+
+func canStartPrivateRedis() error {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return errors.New("private redis: redis-server not found (install the redis-server package)")
+	}
+	return nil
+}
