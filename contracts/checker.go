@@ -40,6 +40,8 @@ const (
 	PropOrder            Property = "order_inversion"
 	PropFailedButApplied Property = "failed_but_applied"
 	PropCommitLost       Property = "acknowledged_commit_lost"
+	// PropAmbiguousResolved: an unknown commit outcome acted on as failure or success.
+	PropAmbiguousResolved Property = "ambiguous_taken_as_known"
 )
 
 // Violation is one broken invariant with its witness: the few history lines that
@@ -69,19 +71,21 @@ type CheckOptions struct {
 
 // Stats summarises a checked history. Counts are per job unless named otherwise.
 type Stats struct {
-	Accepted        int            `json:"accepted"`
-	Executions      int            `json:"executions"`
-	Extends         int            `json:"lease_extensions"`
-	Committed       int            `json:"committed"`
-	Deduped         int            `json:"deduped_commits"`
-	DeadLettered    int            `json:"dead_lettered"`
-	Cancelled       int            `json:"cancelled"`
-	Applied         int            `json:"applied"`
-	DroppedRepeats  int            `json:"duplicates_dropped"`
-	Redeliveries    map[string]int `json:"redeliveries"` // by explanation
-	Explained       int            `json:"duplicates_explained"`
-	Unexplained     int            `json:"duplicates_unexplained"`
-	StaleRejected   int            `json:"stale_commits_rejected"`
+	Accepted       int            `json:"accepted"`
+	Executions     int            `json:"executions"`
+	Extends        int            `json:"lease_extensions"`
+	Committed      int            `json:"committed"`
+	Deduped        int            `json:"deduped_commits"`
+	DeadLettered   int            `json:"dead_lettered"`
+	Cancelled      int            `json:"cancelled"`
+	Applied        int            `json:"applied"`
+	DroppedRepeats int            `json:"duplicates_dropped"`
+	Redeliveries   map[string]int `json:"redeliveries"` // by explanation
+	Explained      int            `json:"duplicates_explained"`
+	Unexplained    int            `json:"duplicates_unexplained"`
+	StaleRejected  int            `json:"stale_commits_rejected"`
+	// Ambiguous counts commits and acks whose outcome was unknown (info).
+	Ambiguous       int            `json:"ambiguous_commits_acks"`
 	Conflicts       int            `json:"idempotency_conflicts"`
 	Reprocessed     int            `json:"reprocessed"`
 	ReprocessDenied int            `json:"reprocess_denied"`
@@ -160,6 +164,7 @@ type checker struct {
 	keys    map[string]*keyState
 	current map[string]string // process → job of its open delivery
 	faulted map[string]bool   // process hit by a kill or pause
+	lastOp  map[string]int32  // process → index of its previous record
 	groups  map[string][]string
 	vs      []Violation
 	st      Stats
@@ -170,7 +175,7 @@ const maxPerProperty = 5
 
 func newChecker(ops []history.Op, opts CheckOptions) *checker {
 	return &checker{ops: ops, opts: opts, jobs: make(map[string]*jobState, len(ops)/16+1),
-		keys: make(map[string]*keyState, len(ops)/16+1), current: map[string]string{}, faulted: map[string]bool{},
+		keys: make(map[string]*keyState, len(ops)/16+1), current: map[string]string{}, faulted: map[string]bool{}, lastOp: map[string]int32{},
 		groups: map[string][]string{}, perKind: map[Property]int{},
 		st: Stats{Redeliveries: map[string]int{}, Faults: map[string]int{}}}
 }
@@ -254,7 +259,15 @@ func (c *checker) observe(i int32, op *history.Op) {
 	if op.Job == "" {
 		return
 	}
+	prev, hasPrev := c.lastOp[op.Process]
+	c.lastOp[op.Process] = i
 	j := c.job(op.Job)
+	if hasPrev && op.Type == history.Invoke && (op.F == history.DeadLetter || op.F == history.Ack || op.F == history.Nack) {
+		if p := &c.ops[prev]; p.Job == op.Job && p.F == history.Commit && p.Type == history.Info {
+			c.violate(PropAmbiguousResolved, op.Job, fmt.Sprintf("%s's commit timed out (outcome unknown) and it went straight to %s, as if the commit had %s",
+				op.Process, op.F, map[bool]string{true: "succeeded", false: "failed"}[op.F == history.Ack]), prev, i)
+		}
+	}
 	if op.Type == history.Info {
 		if d := j.open(op.Process); d != nil {
 			d.info = true
@@ -298,6 +311,9 @@ func (c *checker) observe(i int32, op *history.Op) {
 			}
 			c.end(j, op.Process, "ack")
 		} else if op.Type != history.Invoke {
+			if op.Type == history.Info {
+				c.st.Ambiguous++
+			}
 			c.end(j, op.Process, "ack_"+string(op.Type))
 		}
 	case history.Nack:
@@ -489,6 +505,7 @@ func (c *checker) commit(i int32, op *history.Op, j *jobState) {
 			c.st.Conflicts++
 		}
 	case history.Info:
+		c.st.Ambiguous++
 		if d := j.open(op.Process); d != nil {
 			d.info = true
 		}
@@ -630,7 +647,8 @@ func (c *checker) finish(f Final) []string {
 	if c.st.NotDrained > 5 {
 		unknown = append(unknown, fmt.Sprintf("%d jobs in all are still in the broker", c.st.NotDrained))
 	}
-	for key, r := range results {
+	for _, r := range f.Store.Results {
+		key := r.Key
 		if _, ok := events[key]; !ok && r.EventID != "" {
 			if e, ok := c.keys[key]; !ok || e.applied == 0 {
 				w := []int32{c.keys[key].idx()}
@@ -644,7 +662,8 @@ func (c *checker) finish(f Final) []string {
 			c.violate(PropSilentReuse, r.JobID, "result of one tenant stored under another's key", k.newIdx)
 		}
 	}
-	for key, e := range events {
+	for _, e := range f.Store.Events {
+		key := e.Key
 		if _, ok := results[key]; !ok {
 			c.violate(PropOutboxOrphan, e.JobID, "an outbox event without its result: "+key)
 		}

@@ -36,8 +36,18 @@ func (t MemTarget) Capabilities() adapters.Capabilities {
 // simHooks fire the plan's crash and pause points inside simulated processes.
 type simHooks struct {
 	points *faults.Points
-	env    *pipeline.Env // the controller's, for fault records
-	paused int           // processes paused now: the run is not over until they resume
+	env    *pipeline.Env      // the controller's, for fault records
+	paused map[*sim.Proc]bool // paused now: the run is not over until they resume (or die)
+}
+
+// pausing reports whether a live process is paused.
+func (h *simHooks) pausing() bool {
+	for p := range h.paused {
+		if p.Alive() {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *simHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string) {
@@ -53,9 +63,9 @@ func (h *simHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string) 
 			sim.Exit(ctx)
 		case faults.PauseAt:
 			h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "pause", Key: string(p), Job: jobID, Target: proc.Name})
-			h.paused++
+			h.paused[proc] = true
 			_ = sim.Sleep(ctx, f.For)
-			h.paused--
+			delete(h.paused, proc)
 			h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "resume", Key: string(p), Job: jobID, Target: proc.Name})
 			return
 		}
@@ -82,7 +92,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 	links := faults.Links(sc.Plan, start, run.Seed)
 	gq := &gatedQueue{Queue: q, gate: gate{link: links[faults.LinkBroker], env: ctl, now: s.Now}}
 	gs := &gatedStore{Store: store, gate: gate{link: links[faults.LinkStore], env: ctl, now: s.Now}}
-	hooks := &simHooks{points: faults.NewPoints(sc.Plan), env: ctl}
+	hooks := &simHooks{points: faults.NewPoints(sc.Plan), env: ctl, paused: map[*sim.Proc]bool{}}
 	consumer := &pipeline.Consumer{Env: newEnv("consumer"), Store: store, Sabotage: sab.Pipeline}
 	channel := links[faults.LinkChannel]
 	publish := func(ctx context.Context, e pipeline.Event) error {
@@ -166,7 +176,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 		})
 	}
 	drained := func() bool {
-		return producerDone && operatorDone && hooks.paused == 0 && q.Live() == 0 && store.PendingCount() == 0
+		return producerDone && operatorDone && !hooks.pausing() && q.Live() == 0 && store.PendingCount() == 0
 	}
 	s.Run(start.Add(sc.Limit), drained)
 	st, err := store.Snapshot(ctx)

@@ -21,7 +21,6 @@ func knownBug(t *testing.T, what string) {
 // refuses a second outcome only after a commit: DeadLetter then Cancel (or
 // Cancel then DeadLetter), and a commit after either, all succeed.
 func TestKnownBugMemStoreOneTerminalOutcome(t *testing.T) {
-	knownBug(t, "MemStore records several terminal outcomes for one job")
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -68,7 +67,6 @@ func TestKnownBugMemStoreOneTerminalOutcome(t *testing.T) {
 // Backoff doubles d while d < Max: with a Max above MaxInt64/2 the doubling
 // overflows and the delay becomes negative (policy.go, Backoff).
 func TestKnownBugBackoffOverflow(t *testing.T) {
-	knownBug(t, "Backoff overflows to a negative delay when Max is large")
 	p := &Policy{Base: time.Second, Max: time.Duration(math.MaxInt64)}
 	for attempt := 1; attempt <= 100; attempt++ {
 		if d := p.Backoff(attempt); d < p.Base {

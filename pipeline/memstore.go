@@ -63,6 +63,9 @@ func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error 
 
 // check validates req against the fence and the idempotency key; it holds s.mu.
 func (s *MemStore) check(req CommitRequest) (deduped bool, err error) {
+	if _, dead := s.dead[req.JobID]; dead || s.cancelled[req.JobID] {
+		return false, ErrAlreadyTerminal
+	}
 	if req.Token < s.fences[req.JobID] && !s.opts.NoFence {
 		return false, adapters.ErrStaleToken
 	}
@@ -150,6 +153,9 @@ func (s *MemStore) DeadLetter(ctx context.Context, rec DeadLetterRecord) error {
 	if s.committed[rec.JobID] {
 		return ErrAlreadyCommitted
 	}
+	if s.cancelled[rec.JobID] {
+		return ErrAlreadyTerminal
+	}
 	if _, ok := s.dead[rec.JobID]; ok {
 		return nil
 	}
@@ -163,6 +169,9 @@ func (s *MemStore) Cancel(ctx context.Context, jobID string) error {
 	defer s.mu.Unlock()
 	if s.committed[jobID] {
 		return ErrAlreadyCommitted
+	}
+	if _, dead := s.dead[jobID]; dead {
+		return ErrAlreadyTerminal
 	}
 	if !s.cancelled[jobID] {
 		s.cancelled[jobID] = true

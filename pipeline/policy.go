@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -47,13 +48,18 @@ func (p *Policy) Decide(err error, attempt, maxAttempts int) Decision {
 	return Decision{Outcome: Retry, Delay: p.Backoff(attempt)}
 }
 
-// Backoff is exponential from Base, capped at Max, with up to 50 % seeded jitter.
+// Backoff is exponential from Base, capped at Max (an hour if Max is 0), with up
+// to 50 % seeded jitter.
 func (p *Policy) Backoff(attempt int) time.Duration {
-	d := p.Base
-	for i := 1; i < attempt && d < p.Max; i++ {
+	limit := p.Max
+	if limit <= 0 {
+		limit = time.Hour
+	}
+	d := max(p.Base, 0)
+	for i := 1; i < attempt && d < limit && d <= math.MaxInt64/2; i++ {
 		d *= 2
 	}
-	d = min(d, p.Max)
+	d = min(d, limit)
 	if p.Rand != nil && d > 1 {
 		d = d/2 + time.Duration(p.Rand.Int64N(int64(d/2)+1))
 	}

@@ -15,6 +15,9 @@ var (
 	// ErrAlreadyCommitted: the job's result is committed, so it cannot also be
 	// dead-lettered or cancelled. The store keeps one terminal outcome per job.
 	ErrAlreadyCommitted = errors.New("job already committed")
+	// ErrAlreadyTerminal: the job is dead-lettered or cancelled, so it can take no
+	// other terminal outcome. The caller acks: the job is finished.
+	ErrAlreadyTerminal = errors.New("job already dead-lettered or cancelled")
 )
 
 // IdempotencyConflictError: the key exists with a different payload hash. Nothing
@@ -124,13 +127,15 @@ type Store interface {
 	Fence(ctx context.Context, jobID string, token uint64) error
 	// CommitResultWithEvent writes result and event atomically. Same key and hash:
 	// deduped=true, nothing written. Same key, other hash: *IdempotencyConflictError.
-	// A token below the job's highest: ErrStaleToken.
+	// A token below the job's highest: ErrStaleToken. A job already dead-lettered
+	// or cancelled: ErrAlreadyTerminal.
 	CommitResultWithEvent(ctx context.Context, req CommitRequest) (deduped bool, err error)
 	// DeadLetter records rec; idempotent per job id. ErrAlreadyCommitted if a
-	// commit of the job (new or deduped) succeeded: the caller then acks.
+	// commit of the job (new or deduped) succeeded, ErrAlreadyTerminal if it was
+	// cancelled: the caller then acks.
 	DeadLetter(ctx context.Context, rec DeadLetterRecord) error
 	// Cancel records a terminal cancellation; idempotent; ErrAlreadyCommitted as
-	// for DeadLetter.
+	// for DeadLetter, ErrAlreadyTerminal if it was dead-lettered.
 	Cancel(ctx context.Context, jobID string) error
 	// RecordReprocess marks the dead job reprocessed and writes the audit entry, in
 	// one transaction. ErrNotDeadLettered, ErrCancelledJob. Idempotent per old job:

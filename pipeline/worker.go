@@ -73,6 +73,8 @@ func ErrorCode(err error) string {
 		return "deadline_passed"
 	case errors.Is(err, ErrAlreadyCommitted):
 		return "already_committed"
+	case errors.Is(err, ErrAlreadyTerminal):
+		return "already_terminal"
 	}
 	return Classify(err).String()
 }
@@ -270,6 +272,9 @@ func (w *Worker) commit(ctx context.Context, d adapters.Delivery, req CommitRequ
 			continue
 		case ambiguous(err), errors.Is(err, adapters.ErrStaleToken):
 			return err // leave the delivery: redelivery or the newer holder finishes it
+		case errors.Is(err, ErrAlreadyTerminal):
+			w.ack(ctx, d, req.Key) // dead-lettered or cancelled before: only the ack was missing
+			return err
 		}
 		w.resolve(ctx, d, req.Key, err)
 		return err
@@ -304,8 +309,8 @@ func (w *Worker) cancel(ctx context.Context, d adapters.Delivery, key string) {
 	w.rec(history.Invoke, history.Cancel, d, key, "", nil)
 	err := w.call(ctx, func(ctx context.Context) error { return w.Store.Cancel(ctx, d.Job.ID) })
 	w.recResult(history.Cancel, d, key, "", err)
-	if err == nil || errors.Is(err, ErrAlreadyCommitted) {
-		w.ack(ctx, d, key) // committed before: only the ack was missing
+	if err == nil || errors.Is(err, ErrAlreadyCommitted) || errors.Is(err, ErrAlreadyTerminal) {
+		w.ack(ctx, d, key) // finished before: only the ack was missing
 	}
 }
 
@@ -320,8 +325,8 @@ func (w *Worker) deadLetter(ctx context.Context, d adapters.Delivery, key string
 	w.rec(history.Invoke, history.DeadLetter, d, key, reason, nil)
 	if err := w.call(ctx, func(ctx context.Context) error { return w.Store.DeadLetter(ctx, rec) }); err != nil && !(w.Sabotage.TimeoutAsFailure && errors.Is(err, ErrAlreadyCommitted)) {
 		w.recResult(history.DeadLetter, d, key, reason, err)
-		if errors.Is(err, ErrAlreadyCommitted) {
-			w.ack(ctx, d, key) // committed before: only the ack was missing
+		if errors.Is(err, ErrAlreadyCommitted) || errors.Is(err, ErrAlreadyTerminal) {
+			w.ack(ctx, d, key) // finished before: only the ack was missing
 		}
 		return
 	}

@@ -128,6 +128,9 @@ func Sleep(ctx context.Context, d time.Duration) error {
 // of effects on brokers and stores.
 func Exit(ctx context.Context) {
 	p := Current(ctx)
+	if p == nil {
+		panic("sim.Exit called outside a simulated process")
+	}
 	p.st = dead
 	runtime.Goexit()
 }

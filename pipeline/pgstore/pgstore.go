@@ -57,7 +57,7 @@ var (
 type queries struct {
 	fence, insertResult, resultHash, insertEvent                    string
 	deadLetter, cancel, isCancelled, lockDead, audit, markReprocess string
-	lockJob, markDone, isCommitted                                  string
+	lockJob, markDone, isCommitted, isDeadOrCancelled, isDead       string
 	insertAudit, pending, markPublished, purge, apply               string
 	snapResults, snapEvents, snapApplied, snapDead, snapCancelled   string
 	snapAudits                                                      string
@@ -137,9 +137,12 @@ func newQueries(schema string) queries {
 		cancel: s(`INSERT INTO {s}.cancelled (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
 		// One terminal outcome per job: commits, dead letters and cancellations of
 		// one job take this lock, so "committed" and "dead" cannot both be written.
-		lockJob:       s(`SELECT pg_advisory_xact_lock(hashtextextended('durachk.job:' || $1, 0))`),
-		markDone:      s(`INSERT INTO {s}.committed_jobs (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
-		isCommitted:   s(`SELECT EXISTS (SELECT 1 FROM {s}.committed_jobs WHERE job_id = $1)`),
+		lockJob:     s(`SELECT pg_advisory_xact_lock(hashtextextended('durachk.job:' || $1, 0))`),
+		markDone:    s(`INSERT INTO {s}.committed_jobs (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
+		isCommitted: s(`SELECT EXISTS (SELECT 1 FROM {s}.committed_jobs WHERE job_id = $1)`),
+		isDeadOrCancelled: s(`SELECT EXISTS (SELECT 1 FROM {s}.dead_letters WHERE job_id = $1)
+			OR EXISTS (SELECT 1 FROM {s}.cancelled WHERE job_id = $1)`),
+		isDead:        s(`SELECT EXISTS (SELECT 1 FROM {s}.dead_letters WHERE job_id = $1)`),
 		isCancelled:   s(`SELECT EXISTS (SELECT 1 FROM {s}.cancelled WHERE job_id = $1)`),
 		lockDead:      s(`SELECT 1 FROM {s}.dead_letters WHERE job_id = $1 FOR UPDATE`),
 		audit:         s(`SELECT old_job, new_job, operator, at FROM {s}.audits WHERE old_job = $1`),
@@ -275,6 +278,13 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 	if _, err := tx.Exec(ctx, s.q.lockJob, req.JobID); err != nil {
 		return false, s.dbErr(op, err, false)
 	}
+	var terminal bool
+	if err := tx.QueryRow(ctx, s.q.isDeadOrCancelled, req.JobID).Scan(&terminal); err != nil {
+		return false, s.dbErr(op, err, false)
+	}
+	if terminal {
+		return false, pipeline.ErrAlreadyTerminal
+	}
 	var highest uint64
 	if err := tx.QueryRow(ctx, s.q.fence, req.JobID, req.Token).Scan(&highest); err != nil {
 		return false, s.dbErr(op, err, false)
@@ -331,18 +341,18 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 // DeadLetter records rec; idempotent per job id (the first record wins);
 // pipeline.ErrAlreadyCommitted if the job committed.
 func (s *Store) DeadLetter(ctx context.Context, rec pipeline.DeadLetterRecord) error {
-	return s.terminal(ctx, "dead letter "+rec.JobID, rec.JobID, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
+	return s.terminal(ctx, "dead letter "+rec.JobID, rec.JobID, s.q.isCancelled, s.q.deadLetter, rec.JobID, rec.Tenant, rec.Key, rec.Reason, rec.Attempt, rec.At)
 }
 
 // Cancel records a terminal cancellation; idempotent; pipeline.ErrAlreadyCommitted
 // if the job committed.
 func (s *Store) Cancel(ctx context.Context, jobID string) error {
-	return s.terminal(ctx, "cancel "+jobID, jobID, s.q.cancel, jobID)
+	return s.terminal(ctx, "cancel "+jobID, jobID, s.q.isDead, s.q.cancel, jobID)
 }
 
 // terminal writes a non-commit terminal outcome under the job's lock, unless the
-// job committed.
-func (s *Store) terminal(ctx context.Context, op, jobID, sql string, args ...any) error {
+// job committed or has the other non-commit outcome (the query other).
+func (s *Store) terminal(ctx context.Context, op, jobID, other, sql string, args ...any) error {
 	tx, err := s.db.Pool.Begin(ctx)
 	if err != nil {
 		return s.dbErr(op, err, false)
@@ -357,6 +367,12 @@ func (s *Store) terminal(ctx context.Context, op, jobID, sql string, args ...any
 	}
 	if done {
 		return pipeline.ErrAlreadyCommitted
+	}
+	if err := tx.QueryRow(ctx, other, jobID).Scan(&done); err != nil {
+		return s.dbErr(op, err, false)
+	}
+	if done {
+		return pipeline.ErrAlreadyTerminal
 	}
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return s.dbErr(op, err, false)
