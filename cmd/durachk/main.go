@@ -15,6 +15,7 @@ import (
 
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/reports"
 )
 
 func main() {
@@ -23,6 +24,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "durachk:", err)
 	}
 	os.Exit(cli.Code(err))
+}
+
+// commandLine is the command as typed, quoted where needed, credentials redacted.
+func commandLine(args []string) string {
+	parts := []string{"durachk"}
+	for _, a := range args {
+		a = reports.RedactCommand(a)
+		if a == "" || strings.ContainsAny(a, " \t'\"&?*$;|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }
 
 func run(args []string) error {
@@ -36,25 +50,33 @@ func run(args []string) error {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.ConfigError(err) })
 	root.SetArgs(args)
-	command := "durachk " + strings.Join(args, " ")
+	command := commandLine(args)
+
+	targetFlags := func(cmd *cobra.Command, o *cli.RunOptions) {
+		cmd.Flags().StringArrayVar(&o.Targets, "target", nil, "target: mem (default) or a broker URL with its knobs as query parameters; repeatable")
+		cmd.Flags().StringVarP(&o.Config, "config", "c", "", "durachk.yaml with seed, targets and store")
+	}
 
 	var o cli.RunOptions
 	runCmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the contract catalogue (or --contract / --scenario) against targets",
+		Short: "Run the contract catalogue (or --contract / --scenario) against targets; write result.json, junit.xml, summary.md, report.html",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Command = command
+			o.SeedSet = cmd.Flags().Changed("seed")
 			return cli.Run(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	targetFlags(runCmd, &o)
 	f := runCmd.Flags()
-	f.StringArrayVar(&o.Targets, "target", nil, "target: mem (default) or a broker URL; repeatable")
 	f.StringArrayVar(&o.Contracts, "contract", nil, "contract id to run; repeatable (default: the whole catalogue)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, "seed scenario to run (or all); repeatable")
-	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice (default 1, or the config file's)")
 	f.IntVar(&o.Jobs, "jobs", 0, "jobs per contract (default 24)")
-	f.StringVar(&o.Out, "out", "durachk-out", "directory for result.json and histories")
+	f.StringVar(&o.Out, "out", "durachk-out", "directory for result.json, histories/, junit.xml, summary.md, report.html")
+	f.StringVar(&o.Baseline, "baseline", "", "expected verdicts (target → contract → verdict, or a previous result.json): exit 0 when they match, 1 on a difference")
+	f.StringSliceVar(&o.Formats, "format", nil, "reports to write besides result.json: json, junit, md, html (default all)")
 
 	var so cli.RunOptions
 	selftestCmd := &cobra.Command{
@@ -62,25 +84,76 @@ func run(args []string) error {
 		Short: "Run every contract against its sabotage and show that each is caught",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			so.SeedSet = cmd.Flags().Changed("seed")
 			return cli.Selftest(ctx, so, cmd.OutOrStdout())
 		},
 	}
+	targetFlags(selftestCmd, &so)
 	sf := selftestCmd.Flags()
-	sf.StringArrayVar(&so.Targets, "target", nil, "target: mem (default) or a broker URL; repeatable")
 	sf.StringArrayVar(&so.Contracts, "contract", nil, "contract id; repeatable (default: all)")
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed")
 	sf.IntVar(&so.Jobs, "jobs", 0, "jobs per contract (default 24)")
 
-	var listTargets []string
+	var lo cli.RunOptions
 	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the contracts and seed scenarios, their claims and which targets support them",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.List(ctx, cmd.OutOrStdout(), listTargets)
+			return cli.List(ctx, cmd.OutOrStdout(), lo)
 		},
 	}
-	listCmd.Flags().StringArrayVar(&listTargets, "target", nil, "target to check support on; repeatable")
+	targetFlags(listCmd, &lo)
+
+	var reportFormat, reportOut string
+	reportCmd := &cobra.Command{
+		Use:   "report result.json",
+		Short: "Re-render a past run as html, junit, md or json",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cli.ConfigError(fmt.Errorf("report: name one result.json"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Report(args[0], reportFormat, reportOut, cmd.OutOrStdout())
+		},
+	}
+	reportCmd.Flags().StringVar(&reportFormat, "format", "md", "html, junit, md or json")
+	reportCmd.Flags().StringVarP(&reportOut, "output", "o", "", "file to write (default: stdout)")
+
+	var compareFormat, compareOut string
+	compareCmd := &cobra.Command{
+		Use:   "compare a/result.json b/result.json ...",
+		Short: "The matrix of several runs: contracts as rows, targets and configurations as columns",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Compare(args, compareFormat, compareOut, cmd.OutOrStdout())
+		},
+	}
+	compareCmd.Flags().StringVar(&compareFormat, "format", "text", "text, md or html")
+	compareCmd.Flags().StringVarP(&compareOut, "output", "o", "", "file to write (default: stdout)")
+
+	var do cli.RunOptions
+	doctorCmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that each target is reachable and print its capabilities",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cli.Doctor(ctx, do, cmd.OutOrStdout())
+		},
+	}
+	targetFlags(doctorCmd, &do)
+
+	var co cli.RunOptions
+	cleanupCmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove what earlier runs left behind on each target",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cli.Cleanup(ctx, co, cmd.OutOrStdout())
+		},
+	}
+	targetFlags(cleanupCmd, &co)
 
 	var workerConfig string
 	workerCmd := &cobra.Command{
@@ -94,7 +167,7 @@ func run(args []string) error {
 	}
 	workerCmd.Flags().StringVar(&workerConfig, "config", "", "child config file")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, workerCmd)
+	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, workerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

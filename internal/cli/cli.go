@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/config"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
@@ -50,22 +51,44 @@ func Code(err error) int {
 	return ExitConfig
 }
 
-// RunOptions are the flags of `durachk run`.
+// RunOptions are the flags of `durachk run` (and of selftest, doctor, cleanup).
 type RunOptions struct {
 	Targets   []string
+	Config    string // durachk.yaml; its targets come before --target ones
 	Contracts []string
 	Scenarios []string
 	Seed      uint64
+	SeedSet   bool // --seed was given: it wins over the file's seed
 	Jobs      int
 	Out       string
-	Command   string // the command line, for the report's reproduce line
+	Baseline  string
+	Formats   []string // files to write besides result.json (default: all)
+	Command   string   // the command line, for the report's reproduce line
+}
+
+// target is a resolved target and how to describe and reproduce it.
+type target struct {
+	contracts.Target
+	spec    string       // what --target takes (may hold credentials)
+	parsed  targets.Spec // zero for mem
+	info    reports.TargetInfo
+	secrets []string
+	scale   float64
 }
 
 // ResolveTarget turns a --target value into a Target: mem, or a broker URL
 // whose broker is reached once to read its version and capabilities.
 func ResolveTarget(ctx context.Context, spec string, log io.Writer) (contracts.Target, error) {
-	if spec == "" || spec == "mem" {
-		return contracts.MemTarget{}, nil
+	t, err := resolve(ctx, spec, "", log)
+	if err != nil {
+		return nil, err
+	}
+	return t.Target, nil
+}
+
+func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, error) {
+	if spec == "" || spec == "mem" || strings.HasPrefix(spec, "mem?") {
+		return resolveMem(spec)
 	}
 	if !strings.Contains(spec, "://") {
 		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", spec))
@@ -74,12 +97,64 @@ func ResolveTarget(ctx context.Context, spec string, log io.Writer) (contracts.T
 	if err != nil {
 		return nil, ConfigError(err)
 	}
-	t, err := runner.New(ctx, s)
+	if store != "" {
+		s.StoreURL = store
+	}
+	rt, err := runner.New(ctx, s)
 	if err != nil {
 		return nil, ConfigError(err)
 	}
-	t.Log = log
+	rt.Log = log
+	t := &target{Target: rt, spec: spec, parsed: s, scale: rt.Scale,
+		info: reports.DescribeTarget(rt, s.Kind, spec, s.Options), secrets: append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...)}
 	return t, nil
+}
+
+// specs returns the target specs of a command: the config file's, then the
+// --target ones; mem when there are none. It also returns the store and seed
+// the file sets.
+func specs(o *RunOptions) ([]string, string, error) {
+	var out []string
+	store := ""
+	if o.Config != "" {
+		c, err := config.Load(o.Config)
+		if err != nil {
+			return nil, "", ConfigError(err)
+		}
+		for _, t := range c.Targets {
+			out = append(out, t.URL)
+		}
+		store = c.Store
+		if c.HasSeed && !o.SeedSet {
+			o.Seed = c.Seed
+		}
+	}
+	out = append(out, o.Targets...)
+	if len(out) == 0 {
+		out = []string{"mem"}
+	}
+	return out, store, nil
+}
+
+func resolveAll(ctx context.Context, o *RunOptions, log io.Writer) ([]*target, error) {
+	ss, store, err := specs(o)
+	if err != nil {
+		return nil, err
+	}
+	var ts []*target
+	names := map[string]bool{}
+	for _, spec := range ss {
+		t, err := resolve(ctx, spec, store, log)
+		if err != nil {
+			return nil, err
+		}
+		if names[t.Name()] {
+			return nil, ConfigError(fmt.Errorf("target name %q used twice: name each target (name: in durachk.yaml, name= in a URL)", t.Name()))
+		}
+		names[t.Name()] = true
+		ts = append(ts, t)
+	}
+	return ts, nil
 }
 
 // selection returns the contracts and scenarios a run asks for.
@@ -106,67 +181,13 @@ func selection(o RunOptions) ([]*contracts.Contract, error) {
 	return out, nil
 }
 
-// Run carries out `durachk run`.
-func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
-	if len(o.Targets) == 0 {
-		o.Targets = []string{"mem"}
-	}
-	var ts []contracts.Target
-	for _, spec := range o.Targets {
-		t, err := ResolveTarget(ctx, spec, stderr)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, t)
-	}
-	cs, err := selection(o)
-	if err != nil {
-		return err
-	}
-	if o.Jobs < 0 {
-		return ConfigError(fmt.Errorf("--jobs %d: want a positive number", o.Jobs))
-	}
-	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
-	for _, t := range ts {
-		doc.AddTarget(t)
-		for _, c := range cs {
-			if ctx.Err() != nil {
-				return ConfigError(ctx.Err())
-			}
-			r, err := contracts.Evaluate(ctx, t, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
-			if err != nil {
-				return ConfigError(err)
-			}
-			doc.Add(r)
-		}
-	}
-	doc.Finish(time.Now())
-	PrintTable(stdout, doc)
-	path := filepath.Join(o.Out, "result.json")
-	if err := doc.WriteJSON(path); err != nil {
-		return ConfigError(err)
-	}
-	fmt.Fprintf(stdout, "\nresult: %s\n", path)
-	return verdictError(doc)
-}
-
-func verdictError(doc *reports.Document) error {
-	switch {
-	case doc.Summary[string(contracts.Violated)] > 0:
-		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d violation(s)", doc.Summary[string(contracts.Violated)])}
-	case doc.Summary[string(contracts.Unknown)] > 0:
-		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("%d unknown verdict(s)", doc.Summary[string(contracts.Unknown)])}
-	}
-	return nil
-}
-
 // PrintTable writes the verdict table of a document.
 func PrintTable(w io.Writer, doc *reports.Document) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tCONTRACT\tVERDICT\tJOBS\tEXECUTIONS\tDUPS EXPL/UNEXPL\tFAULTS\tTIME")
 	for i, r := range doc.Results {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\n", r.Target, r.Contract, r.Verdict, r.Stats.Accepted, r.Stats.Executions,
-			r.Stats.Explained, r.Stats.Unexplained, faultCount(r.Stats.Faults), fmtMS(doc.Wall.Results[i].MS))
+			r.Stats.Explained, r.Stats.Unexplained, faultCount(r.Stats.Faults), fmtMS(doc.WallMS(i)))
 	}
 	tw.Flush()
 	for _, r := range doc.Results {
@@ -210,17 +231,14 @@ func fmtMS(ms float64) string {
 }
 
 // List prints the catalogue.
-func List(ctx context.Context, w io.Writer, specs []string) error {
-	var ts []contracts.Target
-	if len(specs) == 0 {
-		specs = []string{"mem"}
+func List(ctx context.Context, w io.Writer, o RunOptions) error {
+	rs, err := resolveAll(ctx, &o, nil)
+	if err != nil {
+		return err
 	}
-	for _, spec := range specs {
-		t, err := ResolveTarget(ctx, spec, nil)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, t)
+	var ts []contracts.Target
+	for _, t := range rs {
+		ts = append(ts, t.Target)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTRACT\tSUPPORTED ON\tCLAIM")
@@ -241,8 +259,9 @@ func List(ctx context.Context, w io.Writer, specs []string) error {
 // Selftest runs every sabotage of the selected contracts and shows that the
 // checker flags each with a witness. It fails (exit 1) if any sabotage passes.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
-	if len(o.Targets) == 0 {
-		o.Targets = []string{"mem"}
+	rs, err := resolveAll(ctx, &o, nil)
+	if err != nil {
+		return err
 	}
 	cs, err := contracts.Select(o.Contracts)
 	if err != nil {
@@ -253,11 +272,8 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 	caught, total, skipped := 0, 0, 0
 	var missed []string
 	tried, contractMissed := map[string]bool{}, map[string]bool{}
-	for _, spec := range o.Targets {
-		t, err := ResolveTarget(ctx, spec, nil)
-		if err != nil {
-			return err
-		}
+	for _, rt := range rs {
+		t := rt.Target
 		for _, c := range cs {
 			for _, s := range c.Sabotages {
 				r, err := contracts.EvaluateSabotage(ctx, t, c, s, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
@@ -299,3 +315,46 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 
 // Stderr is where commands report errors; a variable for tests.
 var Stderr io.Writer = os.Stderr
+
+// namedMem is the embedded target under another name (mem?name=...), so that
+// one run can hold several embedded configurations. Safe for concurrent use.
+type namedMem struct {
+	contracts.MemTarget
+	name string
+}
+
+func (m namedMem) Name() string { return m.name }
+
+// memKnobs are the embedded target's knobs: name and delivery_limit (the
+// broker's own dead-lettering after n deliveries).
+func resolveMem(spec string) (*target, error) {
+	mt := contracts.MemTarget{}
+	if spec == "" || spec == "mem" {
+		return &target{Target: mt, spec: "mem", info: reports.DescribeTarget(mt, "mem", ""), scale: 1}, nil
+	}
+	q, err := url.ParseQuery(strings.TrimPrefix(spec, "mem?"))
+	if err != nil {
+		return nil, ConfigError(fmt.Errorf("target %q: %v", spec, err))
+	}
+	settings := map[string]string{}
+	for k := range q {
+		switch k {
+		case "name":
+		case "delivery_limit":
+			n, err := strconv.Atoi(q.Get(k))
+			if err != nil || n < 0 {
+				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", spec, q.Get(k)))
+			}
+			mt.DeliveryLimit = n
+			settings[k] = q.Get(k)
+		default:
+			return nil, ConfigError(fmt.Errorf("%w: %s: unknown setting %q (mem takes name and delivery_limit)", targets.ErrBadTarget, spec, k))
+		}
+	}
+	var t contracts.Target = mt
+	if name := q.Get("name"); name != "" && name != "mem" {
+		t = namedMem{MemTarget: mt, name: name}
+	}
+	info := reports.DescribeTarget(t, "mem", "", settings)
+	return &target{Target: t, spec: spec, info: info, scale: 1}, nil
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/durachk/durachk/reports"
+)
+
+// Report re-renders a past run (`durachk report result.json --format F`) to
+// out, or to stdout when out is empty.
+func Report(path, format, out string, stdout io.Writer) error {
+	if format == "" {
+		format = "md"
+	}
+	doc, err := reports.ReadJSON(path)
+	if err != nil {
+		return ConfigError(err)
+	}
+	var b bytes.Buffer
+	if err := reports.Render(&b, doc, format); err != nil {
+		return ConfigError(err)
+	}
+	return emit(&b, out, stdout)
+}
+
+func emit(b *bytes.Buffer, out string, stdout io.Writer) error {
+	if out == "" || out == "-" {
+		_, err := stdout.Write(b.Bytes())
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return ConfigError(err)
+	}
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+		return ConfigError(err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", out)
+	return nil
+}
+
+// Compare renders the matrix of several runs (`durachk compare a.json b.json`):
+// contracts as rows, each target of each run a column with its fingerprint,
+// each cell a verdict linking to its evidence (report.html beside the run's
+// result.json). format is text (default), md or html.
+func Compare(paths []string, format, out string, stdout io.Writer) error {
+	if len(paths) == 0 {
+		return ConfigError(fmt.Errorf("compare: name one or more result.json files"))
+	}
+	var docs []*reports.Document
+	for _, p := range paths {
+		d, err := reports.ReadJSON(p)
+		if err != nil {
+			return ConfigError(err)
+		}
+		docs = append(docs, d)
+	}
+	m := reports.NewMatrix(docs, paths)
+	var b bytes.Buffer
+	var err error
+	switch strings.ToLower(format) {
+	case "", "text":
+		err = reports.WriteMatrixText(&b, m)
+	case "md", "markdown":
+		err = reports.WriteMatrixMarkdown(&b, m)
+	case "html":
+		err = reports.WriteMatrixHTML(&b, m)
+	default:
+		return ConfigError(fmt.Errorf("--format %q: want text, md or html", format))
+	}
+	if err != nil {
+		return ConfigError(err)
+	}
+	return emit(&b, out, stdout)
+}

@@ -1,0 +1,218 @@
+package reports
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/durachk/durachk/contracts"
+)
+
+// WriteHTML renders the self-contained evidence page: the matrix, the targets,
+// and per target and contract the verdict, the claim, the faults planned and
+// applied, the witness history lines, a timeline (one lane per job, fault
+// windows shaded), the per-job distributions, the queue depth over time and
+// the command that reproduces the result. It uses no script and no external
+// asset.
+func WriteHTML(w io.Writer, d *Document) error {
+	type section struct {
+		Verdict                                                                       contracts.Verdict
+		Anchor, Target, Contract, Mark, Claim, Reason, Scenario, Sabotage, MeasuredOn string
+		Planned                                                                       []string
+		Applied                                                                       string
+		Stats                                                                         string
+		Violations                                                                    []violation
+		Timeline, Depth                                                               template.HTML
+		Hists                                                                         []template.HTML
+		Metrics                                                                       contracts.Metrics
+		Reproduce                                                                     string
+		HistoryNote                                                                   string
+		Windows                                                                       []string
+	}
+	var secs []section
+	for _, r := range d.Results {
+		k := Key(r.Target, r.Contract)
+		ops := d.Histories[k]
+		ev := d.EvidenceFor(r.Target, r.Contract)
+		s := section{Anchor: Anchor(r.Target, r.Contract), Target: r.Target, Contract: r.Contract, Verdict: r.Verdict,
+			Mark: string(r.Verdict), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
+			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce}
+		if r.Verdict != contracts.Skipped {
+			st := r.Stats
+			s.Stats = fmt.Sprintf("%d jobs accepted, %d executions, %d committed, %d deduped, %d dead-lettered, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
+				st.Accepted, st.Executions, st.Committed, st.Deduped, st.DeadLettered, st.Cancelled, st.Applied, st.Explained, st.Unexplained, st.StaleRejected, st.MaxAttempts, r.HistoryLen)
+		}
+		for i, v := range r.Violations {
+			if i == 20 {
+				s.Violations = append(s.Violations, violation{Head: fmt.Sprintf("… %d more violations in result.json", len(r.Violations)-i)})
+				break
+			}
+			vv := violation{Head: string(v.Property) + ": " + v.Message, Job: v.Job}
+			for j, op := range v.Witness {
+				if j == 60 {
+					vv.Lines = append(vv.Lines, fmt.Sprintf("… %d more lines", len(v.Witness)-j))
+					break
+				}
+				vv.Lines = append(vv.Lines, op.String())
+			}
+			s.Violations = append(s.Violations, vv)
+		}
+		for _, w := range ev.Windows {
+			what := w.Kind
+			if w.Target != "" {
+				what += " " + w.Target
+			}
+			if w.Planned {
+				what += " (planned)"
+			}
+			s.Windows = append(s.Windows, fmt.Sprintf("%s for %s", what, fmtDur(w.To-w.From)))
+		}
+		if len(ops) > 0 {
+			s.Timeline = Timeline(ops, ev.Windows)
+			s.Depth = DepthChart(ops, ev.Windows)
+			ds := Distribute(ops)
+			s.Hists = []template.HTML{Histogram("queue wait (ms)", ds.QueueWait), Histogram("processing time (ms)", ds.Processing), Histogram("time to terminal state (ms)", ds.ToTerminal)}
+			if ev.HistoryOps < ev.HistoryTotal {
+				s.HistoryNote = fmt.Sprintf("pictures drawn from a sample of %d of %d history operations (whole jobs)", ev.HistoryOps, ev.HistoryTotal)
+			}
+		} else if r.Verdict != contracts.Skipped && r.HistoryLen > 0 {
+			s.HistoryNote = "no history sample in this document: timeline and distributions unavailable"
+		}
+		secs = append(secs, s)
+	}
+	type target struct {
+		TargetInfo
+		SettingsText, Caps string
+	}
+	var ts []target
+	for _, ti := range d.Targets {
+		t := target{TargetInfo: ti}
+		var kv []string
+		for k := range sortedKeys(ti.Settings) {
+			kv = append(kv, k+"="+ti.Settings[k])
+		}
+		t.SettingsText = strings.Join(kv, " ")
+		c := ti.Capabilities
+		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v",
+			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill)
+		if len(c.Notes) > 0 {
+			t.Caps += "; " + strings.Join(c.Notes, "; ")
+		}
+		ts = append(ts, t)
+	}
+	counts := []string{}
+	for _, v := range []string{"pass", "violation", "unknown", "skipped"} {
+		counts = append(counts, fmt.Sprintf("%d %s", d.Summary[v], v))
+	}
+	var other []string
+	for k := range sortedKeys(d.Summary) {
+		if k != "pass" && k != "violation" && k != "unknown" && k != "skipped" {
+			other = append(other, fmt.Sprintf("%d %s", d.Summary[k], k))
+		}
+	}
+	sort.Strings(other)
+	data := map[string]any{
+		"Title":    "durachk evidence",
+		"CSS":      template.CSS(css),
+		"Doc":      d,
+		"Counts":   strings.Join(append(counts, other...), ", "),
+		"Matrix":   NewMatrix([]*Document{d}, nil),
+		"Targets":  ts,
+		"Sections": secs,
+	}
+	return pageTmpl.ExecuteTemplate(w, "page", data)
+}
+
+type violation struct {
+	Head, Job string
+	Lines     []string
+}
+
+func verdictClass(v contracts.Verdict) string {
+	switch v {
+	case contracts.Pass, contracts.Violated, contracts.Unknown, contracts.Skipped:
+		return "v-" + string(v)
+	case "":
+		return "v-none"
+	}
+	return "v-unknown"
+}
+
+const css = `
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:24px 32px;color:#1b1f23;background:#fafbfc}
+h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:0 0 8px}
+table{border-collapse:collapse;background:#fff;font-size:13px}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f0f3f6}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+pre{background:#f6f8fa;border:1px solid #d0d7de;padding:8px;overflow:auto;max-height:360px;white-space:pre}
+.v-pass{background:#dafbe1;color:#116329}.v-violation{background:#ffebe9;color:#a40e26;font-weight:bold}
+.v-unknown{background:#fff8c5;color:#7d4e00;font-weight:bold}.v-skipped{background:#eaeef2;color:#57606a}.v-none{color:#999}
+td a{color:inherit;text-decoration:none;display:block}
+.result{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:14px 16px;margin:16px 0}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px}
+.meta{color:#57606a;font-size:13px;margin:4px 0}
+.hists{display:flex;flex-wrap:wrap;gap:12px;margin-top:8px}
+svg{display:block;border:1px solid #eaeef2;margin-top:8px;max-width:100%;height:auto}
+.cmd{background:#0d1117;color:#e6edf3;padding:6px 10px;border-radius:4px;display:block;white-space:pre-wrap;word-break:break-all}
+`
+
+var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
+	"vclass": verdictClass,
+	"mark":   func(v contracts.Verdict) string { return string(v) },
+}).Parse(`
+{{define "matrix"}}<table class="matrix"><tr><th>contract</th>{{range .Columns}}<th>{{.Target}}<br><code>{{.Fingerprint}}</code></th>{{end}}</tr>
+{{- $m := .}}{{range $r, $id := .Contracts}}<tr><td><code>{{$id}}</code></td>{{range (index $m.Cells $r)}}<td class="{{vclass .Verdict}}">{{if .Verdict}}<a href="{{.Link}}" title="{{.Reason}}">{{mark .Verdict}}</a>{{else}}—{{end}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+
+{{define "head"}}<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title><style>{{.CSS}}</style></head>{{end}}
+
+{{define "matrixpage"}}{{template "head" .}}<body><h1>durachk compare</h1>
+<p class="meta">contracts as rows; targets and configurations as columns, with the fingerprint of their effective settings; each verdict links to its evidence.</p>
+{{template "matrix" .Matrix}}
+<h2>Columns</h2><table><tr><th>target</th><th>measured on</th><th>fingerprint</th><th>from</th></tr>
+{{range .Matrix.Columns}}<tr><td>{{.Target}}</td><td>{{.MeasuredOn}}</td><td><code>{{.Fingerprint}}</code></td><td>{{.Source}}</td></tr>{{end}}</table>
+</body></html>
+{{end}}
+
+{{define "page"}}{{template "head" .}}<body>
+<h1>durachk evidence</h1>
+<p class="meta">{{.Counts}} · seed {{.Doc.Seed}} · durachk {{.Doc.Version}}</p>
+<p class="meta">Reproduce the whole run:</p><code class="cmd">{{.Doc.Command}}</code>
+<h2>Verdicts</h2>
+{{template "matrix" .Matrix}}
+<h2>Targets</h2>
+<table><tr><th>target</th><th>measured on</th><th>endpoint</th><th>fingerprint</th><th>URL</th><th>settings</th><th>declared capabilities</th></tr>
+{{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code></td><td>{{.Caps}}</td></tr>
+{{end}}</table>
+<h2>Evidence</h2>
+{{range .Sections}}<div class="result" id="{{.Anchor}}">
+<h3><code>{{.Contract}}</code> on {{.Target}} <span class="badge {{vclass .Verdict}}">{{.Mark}}</span></h3>
+<p>{{.Claim}}</p>
+{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}
+<p class="meta">scenario: {{.Scenario}}{{if .Sabotage}} · sabotage: {{.Sabotage}}{{end}} · measured on {{.MeasuredOn}}</p>
+{{if .Planned}}<p class="meta"><b>Faults planned:</b> {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
+{{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
+{{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
+{{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}
+{{range .Violations}}<p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>{{if .Lines}}<pre>{{range .Lines}}{{.}}
+{{end}}</pre>{{end}}{{end}}
+{{if .Timeline}}{{.Timeline}}{{end}}
+{{if .Hists}}<div class="hists">{{range .Hists}}{{.}}{{end}}</div>{{end}}
+{{if .Depth}}{{.Depth}}{{end}}
+{{if .Stats}}<table style="margin-top:8px"><tr><th>distribution</th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
+<tr><td>queue wait (ms)</td><td>{{.Metrics.QueueWait.N}}</td><td>{{printf "%.1f" .Metrics.QueueWait.P50}}</td><td>{{printf "%.1f" .Metrics.QueueWait.P90}}</td><td>{{printf "%.1f" .Metrics.QueueWait.P99}}</td><td>{{printf "%.1f" .Metrics.QueueWait.Max}}</td></tr>
+<tr><td>processing (ms)</td><td>{{.Metrics.Processing.N}}</td><td>{{printf "%.1f" .Metrics.Processing.P50}}</td><td>{{printf "%.1f" .Metrics.Processing.P90}}</td><td>{{printf "%.1f" .Metrics.Processing.P99}}</td><td>{{printf "%.1f" .Metrics.Processing.Max}}</td></tr>
+<tr><td>time to terminal (ms)</td><td>{{.Metrics.ToTerminal.N}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P50}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P90}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P99}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.Max}}</td></tr>
+<tr><td>attempts per job</td><td>{{.Metrics.Attempts.N}}</td><td>{{printf "%.0f" .Metrics.Attempts.P50}}</td><td>{{printf "%.0f" .Metrics.Attempts.P90}}</td><td>{{printf "%.0f" .Metrics.Attempts.P99}}</td><td>{{printf "%.0f" .Metrics.Attempts.Max}}</td></tr></table>{{end}}
+{{if .HistoryNote}}<p class="meta">{{.HistoryNote}}</p>{{end}}
+{{if .Reproduce}}<p class="meta">Reproduce:</p><code class="cmd">{{.Reproduce}}</code>{{end}}
+</div>
+{{end}}
+</body></html>
+{{end}}
+`))

@@ -1,0 +1,174 @@
+package reports
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/durachk/durachk/contracts"
+)
+
+// JUnit XML: one testsuite per target, one testcase per contract (classname
+// durachk.<target>, name the contract id). A violation is a failure with the
+// witness; an unknown verdict is an error of type unknown (never a pass); a
+// skipped verdict is skipped with its reason.
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Classname string        `xml:"classname,attr"`
+	Name      string        `xml:"name,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Body    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+func secs(ms float64) string { return fmt.Sprintf("%.3f", ms/1000) }
+
+// WriteJUnit renders the document as JUnit XML.
+func WriteJUnit(w io.Writer, d *Document) error {
+	top := junitSuites{Name: "durachk", Time: secs(d.Wall.DurationMS)}
+	index := map[string]int{}
+	suite := func(target string) *junitSuite {
+		if i, ok := index[target]; ok {
+			return &top.Suites[i]
+		}
+		ti, _ := d.Target(target)
+		s := junitSuite{Name: target, Timestamp: d.Wall.StartedAt.Format("2006-01-02T15:04:05Z")}
+		if d.Wall.StartedAt.IsZero() {
+			s.Timestamp = ""
+		}
+		s.Properties = []junitProperty{
+			{"seed", fmt.Sprint(d.Seed)},
+			{"broker", ti.Broker},
+			{"version", ti.MeasuredOn},
+			{"endpoint", ti.Endpoint},
+			{"fingerprint", ti.Fingerprint},
+			{"durachk_version", d.Version},
+			{"command", d.Command},
+		}
+		if ti.URL != "" {
+			s.Properties = append(s.Properties, junitProperty{"url", ti.URL})
+		}
+		index[target] = len(top.Suites)
+		top.Suites = append(top.Suites, s)
+		return &top.Suites[len(top.Suites)-1]
+	}
+	for _, ti := range d.Targets {
+		suite(ti.Name)
+	}
+	suiteMS := map[string]float64{}
+	for i, r := range d.Results {
+		s := suite(r.Target)
+		ms := d.WallMS(i)
+		c := junitCase{Classname: "durachk." + r.Target, Name: r.Contract, Time: secs(ms)}
+		switch r.Verdict {
+		case contracts.Pass:
+		case contracts.Violated:
+			c.Failure = &junitProblem{Message: oneLine(r.Reason), Type: "violation", Body: witnessText(r, 40)}
+			s.Failures++
+		case contracts.Skipped:
+			c.Skipped = &junitSkipped{Message: oneLine(r.Reason)}
+			s.Skipped++
+		default: // unknown, or anything this version does not know: never a pass
+			c.Error = &junitProblem{Message: oneLine(r.Reason), Type: "unknown", Body: "verdict " + string(r.Verdict) + ": " + r.Reason}
+			s.Errors++
+		}
+		ev := d.EvidenceFor(r.Target, r.Contract)
+		c.SystemOut = fmt.Sprintf("claim: %s\nscenario: %s\nplanned faults: %s\nreproduce: %s\n", r.Claim, r.Scenario,
+			strings.Join(r.Planned, "; "), ev.Reproduce)
+		s.Tests++
+		s.Cases = append(s.Cases, c)
+		suiteMS[r.Target] += ms
+	}
+	for _, s := range top.Suites {
+		top.Tests += s.Tests
+		top.Failures += s.Failures
+		top.Errors += s.Errors
+		top.Skipped += s.Skipped
+	}
+	for i := range top.Suites {
+		top.Suites[i].Time = secs(suiteMS[top.Suites[i].Name])
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(top); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}
+
+// witnessText is the violations of r with up to max witness lines each.
+func witnessText(r contracts.Result, max int) string {
+	var b strings.Builder
+	for i, v := range r.Violations {
+		if i == 10 {
+			fmt.Fprintf(&b, "… %d more violations\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintf(&b, "%s", v.Property)
+		if v.Job != "" {
+			fmt.Fprintf(&b, " (job %s)", v.Job)
+		}
+		fmt.Fprintf(&b, ": %s\n", v.Message)
+		for j, op := range v.Witness {
+			if j == max {
+				fmt.Fprintf(&b, "  … %d more lines\n", len(v.Witness)-j)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", op.String())
+		}
+	}
+	return b.String()
+}

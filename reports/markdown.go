@@ -1,0 +1,126 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/durachk/durachk/contracts"
+)
+
+// MaxMarkdown is the size a Markdown summary never reaches: GitHub refuses a
+// job summary of 1 MiB or more.
+const MaxMarkdown = 1 << 20
+
+// markdownBudget leaves room below MaxMarkdown for the closing lines.
+const markdownBudget = MaxMarkdown - 16<<10
+
+// WriteMarkdown renders a CI job summary: a headline, the verdict table
+// (contracts × targets), then one <details> block per result that is not a
+// pass, then the targets. However large the run, the output stays under
+// MaxMarkdown: what does not fit is left out with a line saying so.
+func WriteMarkdown(w io.Writer, d *Document) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## durachk: %d pass, %d violation, %d unknown, %d skipped\n\n",
+		d.Summary["pass"], d.Summary["violation"], d.Summary["unknown"], d.Summary["skipped"])
+	m := NewMatrix([]*Document{d}, nil)
+	// The table may take at most half the budget.
+	var table strings.Builder
+	writeMatrixMarkdown(&table, m, -1)
+	if table.Len() > markdownBudget/2 {
+		rows := len(m.Contracts)
+		for rows > 0 && table.Len() > markdownBudget/2 {
+			rows = rows * 3 / 4
+			table.Reset()
+			writeMatrixMarkdown(&table, m, rows)
+		}
+	}
+	b.WriteString(table.String())
+	fmt.Fprintf(&b, "\nSeed %d · reproduce with `%s`\n", d.Seed, mdCode(d.Command))
+
+	var notPass []int
+	for i, r := range d.Results {
+		if r.Verdict != contracts.Pass {
+			notPass = append(notPass, i)
+		}
+	}
+	if len(notPass) > 0 {
+		b.WriteString("\n### Details\n\n")
+	}
+	for n, i := range notPass {
+		block := detailsBlock(d, d.Results[i])
+		if b.Len()+len(block) > markdownBudget {
+			fmt.Fprintf(&b, "\n… %d more results left out to keep this summary under 1 MiB; see report.html or result.json.\n", len(notPass)-n)
+			break
+		}
+		b.WriteString(block)
+	}
+	targets := targetsMarkdown(d)
+	if b.Len()+len(targets) <= markdownBudget {
+		b.WriteString(targets)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdCode(s string) string { return strings.ReplaceAll(s, "`", "'") }
+
+func detailsBlock(d *Document, r contracts.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<details><summary><b>%s</b> on <b>%s</b>: %s</summary>\n\n", htmlText(r.Contract), htmlText(r.Target), Mark(r.Verdict))
+	fmt.Fprintf(&b, "%s\n\n", mdEscape(r.Claim))
+	if r.Reason != "" {
+		fmt.Fprintf(&b, "**Reason:** %s\n\n", mdEscape(clip(r.Reason, 2000)))
+	}
+	if len(r.Planned) > 0 {
+		fmt.Fprintf(&b, "**Faults planned:** %s\n\n", mdEscape(clip(strings.Join(r.Planned, "; "), 2000)))
+	}
+	if len(r.Stats.Faults) > 0 {
+		fmt.Fprintf(&b, "**Faults applied:** %s\n\n", mdEscape(faultsApplied(r.Stats.Faults)))
+	}
+	if len(r.Violations) > 0 {
+		b.WriteString("**Witness:**\n\n```\n")
+		b.WriteString(clip(strings.ReplaceAll(witnessText(r, 20), "```", "'''"), 20000))
+		b.WriteString("```\n\n")
+	}
+	if ev := d.EvidenceFor(r.Target, r.Contract); ev.Reproduce != "" {
+		fmt.Fprintf(&b, "Reproduce: `%s`\n\n", mdCode(ev.Reproduce))
+	}
+	b.WriteString("</details>\n\n")
+	return b.String()
+}
+
+func targetsMarkdown(d *Document) string {
+	var b strings.Builder
+	b.WriteString("\n### Targets\n\n| target | measured on | endpoint | fingerprint |\n|---|---|---|---|\n")
+	for _, t := range d.Targets {
+		fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", mdEscape(t.Name), mdEscape(t.MeasuredOn), t.Endpoint, t.Fingerprint)
+	}
+	fmt.Fprintf(&b, "\ndurachk %s\n", d.Version)
+	return b.String()
+}
+
+func htmlText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…\n"
+}
+
+// faultsApplied lists the faults applied, by kind, in a stable order.
+func faultsApplied(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,256 @@
+package reports
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/history"
+)
+
+// Redacted replaces every credential in a report.
+const Redacted = "xxxxx"
+
+// sensitive reports whether a knob or query parameter name looks like it holds
+// a credential.
+func sensitive(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"password", "passwd", "secret", "token", "credential", "auth", "access_key", "accesskey", "access-key", "session", "private_key", "apikey", "api_key", "api-key"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return n == "pw" || n == "pass" || n == "key_id" || n == "sig" || n == "signature"
+}
+
+// RedactURL replaces the password of a URL's user info and the value of every
+// secret-looking query parameter with xxxxx. A string that is not a URL comes
+// back unchanged.
+func RedactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, " \t/") {
+		return s
+	}
+	// User info: everything before the last @ of the authority.
+	authEnd := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authEnd = i
+	}
+	if at := strings.LastIndex(rest[:authEnd], "@"); at >= 0 {
+		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
+			rest = user + ":" + Redacted + rest[at:]
+		}
+	}
+	base, query, hasQ := strings.Cut(rest, "?")
+	if !hasQ {
+		return scheme + "://" + rest
+	}
+	frag := ""
+	if i := strings.Index(query, "#"); i >= 0 {
+		query, frag = query[:i], query[i:]
+	}
+	parts := strings.Split(query, "&")
+	for i, p := range parts {
+		k, _, hasV := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if hasV && sensitive(name) {
+			parts[i] = k + "=" + Redacted
+		}
+	}
+	return scheme + "://" + base + "?" + strings.Join(parts, "&") + frag
+}
+
+// RedactCommand redacts every URL-looking word of a command line (also
+// --flag=URL forms).
+func RedactCommand(cmd string) string {
+	words := strings.Split(cmd, " ")
+	for i, w := range words {
+		if !strings.Contains(w, "://") {
+			continue
+		}
+		if k, v, ok := strings.Cut(w, "="); ok && strings.HasPrefix(k, "-") && strings.Contains(v, "://") {
+			words[i] = k + "=" + RedactURL(v)
+			continue
+		}
+		prefix := ""
+		for len(w) > 0 && (w[0] == '\'' || w[0] == '"') {
+			prefix, w = prefix+w[:1], w[1:]
+		}
+		words[i] = prefix + RedactURL(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// Secrets returns the credentials a URL carries (its password and the values
+// of secret-looking query parameters), for Scrub.
+func Secrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			out = append(out, pw)
+		}
+	}
+	for k, vs := range u.Query() {
+		if sensitive(k) {
+			for _, v := range vs {
+				if v != "" {
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// DescribeTarget describes t for a report. rawURL (may be empty, e.g. for mem)
+// is the target's URL with its knobs; it is redacted here, and its query
+// parameters other than name and credentials become the settings, together
+// with options (the kind's parsed knobs).
+func DescribeTarget(t contracts.Target, kind, rawURL string, options ...map[string]string) TargetInfo {
+	caps := t.Capabilities()
+	ti := TargetInfo{Name: t.Name(), Broker: caps.Broker, MeasuredOn: t.MeasuredOn(), Capabilities: caps, Kind: kind}
+	settings := map[string]string{}
+	if rawURL == "" || rawURL == "mem" {
+		ti.Endpoint = "embedded"
+		if ti.Kind == "" {
+			ti.Kind = caps.Broker
+		}
+	} else {
+		ti.URL = RedactURL(rawURL)
+		ti.Endpoint = "remote"
+		if u, err := url.Parse(rawURL); err == nil {
+			if ti.Kind == "" {
+				ti.Kind = u.Scheme
+			}
+			switch u.Hostname() {
+			case "127.0.0.1", "localhost", "::1", "":
+				ti.Endpoint = "local"
+			}
+			for k, vs := range u.Query() {
+				if k != "name" && !sensitive(k) && len(vs) > 0 {
+					settings[k] = vs[len(vs)-1]
+				}
+			}
+		}
+	}
+	for _, o := range options {
+		for k, v := range o {
+			if k != "name" && !sensitive(k) {
+				settings[k] = v
+			}
+		}
+	}
+	if len(settings) > 0 {
+		ti.Settings = settings
+	}
+	ti.Fingerprint = Fingerprint(ti)
+	return ti
+}
+
+// Fingerprint hashes what makes a configuration: kind, effective settings,
+// broker version and endpoint kind. Names, hosts, ports and credentials do not
+// enter it.
+func Fingerprint(ti TargetInfo) string {
+	h := sha256.New()
+	kind := ti.Kind
+	if kind == "" {
+		kind = ti.Broker
+	}
+	for _, kv := range [][2]string{{"kind", kind}, {"version", ti.MeasuredOn}, {"endpoint", ti.Endpoint}} {
+		h.Write([]byte(kv[0] + "=" + kv[1] + "\n"))
+	}
+	keys := make([]string, 0, len(ti.Settings))
+	for k := range ti.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.Write([]byte("setting." + k + "=" + ti.Settings[k] + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Scrub replaces every occurrence of each secret in every string of the
+// document, its evidence and its history samples. Secrets shorter than 3
+// characters are ignored (they would shred ordinary text).
+func (d *Document) Scrub(secrets ...string) error {
+	var ss []string
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			ss = append(ss, s, url.QueryEscape(s), url.PathEscape(s))
+		}
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	repl := func(s string) string {
+		for _, x := range ss {
+			s = strings.ReplaceAll(s, x, Redacted)
+		}
+		return s
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	v = walk(v, repl)
+	if b, err = json.Marshal(v); err != nil {
+		return err
+	}
+	hs := d.Histories
+	var nd Document
+	if err := json.Unmarshal(b, &nd); err != nil {
+		return err
+	}
+	// Wall durations are not in the JSON; keep them.
+	nd.Histories = map[string][]history.Op{}
+	for k, ops := range hs {
+		out := make([]history.Op, len(ops))
+		for i, op := range ops {
+			op.Process, op.Job, op.Key, op.Value, op.Err, op.Target = repl(op.Process), repl(op.Job), repl(op.Key), repl(op.Value), repl(op.Err), repl(op.Target)
+			out[i] = op
+		}
+		nd.Histories[repl(k)] = out
+	}
+	for i := range nd.Results {
+		if i < len(d.Results) {
+			nd.Results[i].Wall = d.Results[i].Wall
+		}
+	}
+	*d = nd
+	return nil
+}
+
+func walk(v any, repl func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return repl(x)
+	case []any:
+		for i := range x {
+			x[i] = walk(x[i], repl)
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[repl(k)] = walk(e, repl)
+		}
+		return out
+	}
+	return v
+}
