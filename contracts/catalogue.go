@@ -111,7 +111,7 @@ var Catalogue = []*Contract{
 			return base("workers killed after lease", workload(seed, n, nil), fs...)
 		},
 		Exercised: func(s Stats) string {
-			return atLeast("redeliveries after a crash", s.Redeliveries["crash_or_pause"], 1)
+			return atLeast("redeliveries after a crash", s.Redeliveries["fault"], 1)
 		},
 		Sabotages: []Sabotage{{Name: "ack-before-commit", What: "the worker acks as soon as it has extracted, then commits",
 			Pipeline: pipeline.Sabotage{AckBeforeCommit: true}}},
@@ -346,7 +346,7 @@ var Catalogue = []*Contract{
 		Labels:     []string{"fault:partition"},
 		Scenario: func(seed uint64, n int) Scenario {
 			return base("replies lost on the store and broker links", workload(seed, n, nil),
-				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkStore, At: 0, For: 20 * time.Second, Rate: 0.3},
+				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkStore, At: 0, For: 20 * time.Second, Rate: 0.5, Match: "commit"},
 				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkBroker, At: 0, For: 20 * time.Second, Rate: 0.2})
 		},
 		Exercised: func(s Stats) string {

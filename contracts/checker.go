@@ -263,9 +263,17 @@ func (c *checker) observe(i int32, op *history.Op) {
 	c.lastOp[op.Process] = i
 	j := c.job(op.Job)
 	if hasPrev && op.Type == history.Invoke && (op.F == history.DeadLetter || op.F == history.Ack || op.F == history.Nack) {
-		if p := &c.ops[prev]; p.Job == op.Job && p.F == history.Commit && p.Type == history.Info {
-			c.violate(PropAmbiguousResolved, op.Job, fmt.Sprintf("%s's commit timed out (outcome unknown) and it went straight to %s, as if the commit had %s",
-				op.Process, op.F, map[bool]string{true: "succeeded", false: "failed"}[op.F == history.Ack]), prev, i)
+		// An unknown outcome must stay unknown: after a commit or ack whose reply
+		// was lost, the next step is never the one its failure (or, for a commit,
+		// its success) would call for.
+		p := &c.ops[prev]
+		if p.Job == op.Job && p.Type == history.Info && (p.F == history.Commit || p.F == history.Ack) {
+			as := "failed"
+			if op.F == history.Ack {
+				as = "succeeded"
+			}
+			c.violate(PropAmbiguousResolved, op.Job, fmt.Sprintf("%s's %s timed out (outcome unknown) and it went straight to %s, as if the %s had %s",
+				op.Process, p.F, op.F, p.F, as), prev, i)
 		}
 	}
 	if op.Type == history.Info {
@@ -404,7 +412,7 @@ func (c *checker) classifyRedelivery(i int32, op *history.Op, j *jobState) {
 		c.st.Redeliveries["retry"]++
 		return
 	case prev.faulted:
-		why = "crash_or_pause"
+		why = "fault"
 	case prev.info || strings.HasPrefix(prev.ended, "ack_"):
 		why = "lost_reply"
 	case prev.ended == "ack" || prev.ended == "dead_letter" || prev.ended == "cancel":

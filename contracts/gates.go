@@ -51,8 +51,14 @@ func (g gate) before(ctx context.Context) error {
 // blackholeTimeout is how long a simulated caller waits on a hung link.
 const blackholeTimeout = 5 * time.Second
 
-func (g gate) after(ctx context.Context, err error) error {
-	if err == nil && (g.link.LoseReply(g.now()) || g.link.Reset(g.now())) {
+// after applies reply loss to a call named op ("commit" for the store's commit,
+// which a plan's Match may single out).
+func (g gate) after(ctx context.Context, err error, op ...string) error {
+	name := "call"
+	if len(op) > 0 {
+		name = op[0]
+	}
+	if err == nil && (g.link.LoseReply(g.now(), []byte(name)) || g.link.Reset(g.now())) {
 		g.record(ctx, "reply_lost")
 		return adapters.ErrAmbiguous
 	}
@@ -129,7 +135,7 @@ func (s *gatedStore) CommitResultWithEvent(ctx context.Context, req pipeline.Com
 		return false, err
 	}
 	deduped, err := s.Store.CommitResultWithEvent(ctx, req)
-	return deduped, s.after(ctx, err)
+	return deduped, s.after(ctx, err, "commit")
 }
 
 func (s *gatedStore) DeadLetter(ctx context.Context, rec pipeline.DeadLetterRecord) error {
@@ -152,7 +158,7 @@ func (s *gatedStore) WriteResult(ctx context.Context, req pipeline.CommitRequest
 		return false, err
 	}
 	deduped, err := s.Store.(pipeline.DualWriter).WriteResult(ctx, req)
-	return deduped, s.after(ctx, err)
+	return deduped, s.after(ctx, err, "commit")
 }
 
 func (s *gatedStore) WriteEvent(ctx context.Context, req pipeline.CommitRequest) error {

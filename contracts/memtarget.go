@@ -103,7 +103,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 		if err := consumer.Handle(ctx, e); err != nil {
 			return err
 		}
-		if channel.LoseReply(s.Now()) {
+		if channel.LoseReply(s.Now(), []byte("publish")) {
 			ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "reply_lost", Key: faults.LinkChannel, Target: sim.Current(ctx).Name})
 			return adapters.ErrAmbiguous
 		}

@@ -4,6 +4,7 @@
 package faults
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -60,6 +61,9 @@ type Fault struct {
 	Rate    float64       `json:"rate,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Jitter  time.Duration `json:"jitter,omitempty"`
+	// Match narrows ReplyLoss to replies of requests that contain it (case
+	// insensitive), e.g. "commit" on the Postgres store link: the reply of COMMIT.
+	Match string `json:"match,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -129,6 +133,7 @@ type Window struct {
 	Rate     float64 // ReplyLoss, Reset: probability per reply / per chunk
 	Delay    time.Duration
 	Jitter   time.Duration
+	Match    string // ReplyLoss: only replies to requests containing it (lower case)
 }
 
 func (w Window) covers(now time.Time) bool { return !now.Before(w.From) && now.Before(w.To) }
@@ -158,7 +163,7 @@ func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
 		switch f.Kind {
 		case LinkDown, Blackhole, ReplyLoss, Latency, Reset:
 			l := get(f.Link)
-			l.windows = append(l.windows, Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter})
+			l.windows = append(l.windows, Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter, Match: strings.ToLower(f.Match)})
 		case Flap:
 			l := get(f.Link)
 			r := rand.New(rand.NewPCG(seed, 0xF1A9))
@@ -214,8 +219,21 @@ func (l *Link) chance(now time.Time, k Kind) bool {
 	return l.rng.Float64() < w.Rate
 }
 
-// LoseReply reports whether a reply completed at now is lost (seeded).
-func (l *Link) LoseReply(now time.Time) bool { return l.chance(now, ReplyLoss) }
+// LoseReply reports whether a reply completed at now is lost (seeded), for a
+// request described by req (its bytes on a proxy, the operation's name on the
+// embedded target); a window with Match loses only replies to matching requests.
+func (l *Link) LoseReply(now time.Time, req []byte) bool {
+	w := l.active(now, ReplyLoss)
+	if w == nil || w.Rate <= 0 {
+		return false
+	}
+	if w.Match != "" && !bytes.Contains(bytes.ToLower(req), []byte(w.Match)) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rng.Float64() < w.Rate
+}
 
 // Reset reports whether the connection is cut mid-stream at now (seeded).
 func (l *Link) Reset(now time.Time) bool { return l.chance(now, Reset) }

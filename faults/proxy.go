@@ -200,22 +200,46 @@ func (p *Proxy) serve(client net.Conn) {
 	p.conns[up] = true
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(up, client, false); done <- struct{}{} }()
-	go func() { p.pipe(client, up, true); done <- struct{}{} }()
+	last := &lastRequest{}
+	go func() { p.pipe(up, client, nil, last); done <- struct{}{} }()
+	go func() { p.pipe(client, up, last, nil); done <- struct{}{} }()
 	<-done
 	p.forget(client, up)
 	<-done
 }
 
-// pipe copies src to dst; on the reply direction it may drop a chunk (then cut
-// the connection: the request was applied, its reply is lost) or delay it.
-func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
+// lastRequest is the latest request chunk of a connection, for Match.
+type lastRequest struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lastRequest) set(b []byte) {
+	l.mu.Lock()
+	l.buf = append(l.buf[:0], b[:min(len(b), 4096)]...)
+	l.mu.Unlock()
+}
+
+func (l *lastRequest) get() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.buf...)
+}
+
+// pipe copies src to dst. On the request direction (record != nil) it remembers
+// the latest request; on the reply direction (replyTo != nil) it may drop a
+// chunk (then cut the connection: the request was applied, its reply is lost)
+// or delay it.
+func (p *Proxy) pipe(dst, src net.Conn, replyTo, record *lastRequest) {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			now := p.Now()
-			if reply && p.Link.LoseReply(now) {
+			if record != nil {
+				record.set(buf[:n])
+			}
+			if replyTo != nil && p.Link.LoseReply(now, replyTo.get()) {
 				p.fault("reply_lost", func(c *Counters) { c.RepliesDropped++; c.Cut++ })
 				return
 			}

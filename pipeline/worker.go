@@ -283,7 +283,11 @@ func (w *Worker) commit(ctx context.Context, d adapters.Delivery, req CommitRequ
 
 func (w *Worker) ack(ctx context.Context, d adapters.Delivery, key string) {
 	w.rec(history.Invoke, history.Ack, d, key, "", nil)
-	w.recResult(history.Ack, d, key, "", w.call(ctx, func(ctx context.Context) error { return w.Queue.Ack(ctx, d) }))
+	err := w.call(ctx, func(ctx context.Context) error { return w.Queue.Ack(ctx, d) })
+	w.recResult(history.Ack, d, key, "", err)
+	if ambiguous(err) && w.Sabotage.TimeoutAsFailure {
+		w.deadLetter(ctx, d, key, &PermanentError{Code: ReasonPermanent, Err: err})
+	}
 }
 
 // resolve applies the retry policy to a failed attempt.
