@@ -487,7 +487,7 @@ func TestCheckStats(t *testing.T) {
 		t.Fatalf("violations %v, unknown %v", properties(vs), unknown)
 	}
 	if st.Accepted != 2 || st.Committed != 2 || st.Executions != 2 || st.Applied != 2 || st.DroppedRepeats != 1 ||
-		st.Redeliveries["crash_or_pause"] != 1 || st.Explained != 1 || st.Faults["crash"] != 1 || st.MaxAttempts != 2 {
+		st.Redeliveries["fault"] != 1 || st.Explained != 1 || st.Faults["crash"] != 1 || st.MaxAttempts != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
