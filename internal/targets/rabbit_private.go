@@ -1,0 +1,192 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// rabbitServer finds the installed rabbitmq-server start script (not the
+// /usr/sbin wrapper, which switches users and detaches through su).
+func rabbitServer() (string, error) {
+	for _, g := range []string{"/usr/lib/rabbitmq/bin/rabbitmq-server", "/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server"} {
+		if m, _ := filepath.Glob(g); len(m) > 0 {
+			return m[len(m)-1], nil
+		}
+	}
+	return "", fmt.Errorf("private rabbitmq: rabbitmq-server not found (install the rabbitmq-server package)")
+}
+
+func epmdBin() (string, error) {
+	if p, err := exec.LookPath("epmd"); err == nil {
+		return p, nil
+	}
+	if m, _ := filepath.Glob("/usr/lib/erlang/erts-*/bin/epmd"); len(m) > 0 {
+		return m[len(m)-1], nil
+	}
+	return "", fmt.Errorf("private rabbitmq: epmd not found (install erlang-base)")
+}
+
+func canStartPrivateRabbit() error {
+	if _, err := rabbitServer(); err != nil {
+		return err
+	}
+	_, err := epmdBin()
+	return err
+}
+
+// privateRabbit is a RabbitMQ node of its own: node name durachk-<runid>@localhost,
+// AMQP, distribution and epmd ports free on loopback, data and logs in the run
+// directory, no plugins. Its epmd is private too (ERL_EPMD_PORT), a direct child
+// kept across broker kills, so that the shared node's epmd on 4369 is never
+// touched. Kill SIGKILLs the node's process group (beam.smp; its port programs
+// exit with it), as a crash would.
+type privateRabbit struct {
+	PrivateProcess
+	epmd PrivateProcess
+	dir  string
+	url  string
+}
+
+func (p *privateRabbit) URL() string                       { return p.url }
+func (p *privateRabbit) Restart(ctx context.Context) error { return p.Start(ctx) }
+func (p *privateRabbit) Stop() error {
+	err := p.Kill()
+	_ = p.epmd.Kill()
+	os.RemoveAll(p.dir)
+	return err
+}
+
+// startPrivateRabbit starts a node in dir and returns s pointing at it (user
+// guest, vhost /, the same knobs).
+func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
+	server, err := rabbitServer()
+	if err != nil {
+		return nil, s, err
+	}
+	epmd, err := epmdBin()
+	if err != nil {
+		return nil, s, err
+	}
+	cred, err := Credential("rabbitmq")
+	if err != nil {
+		return nil, s, err
+	}
+	base := filepath.Join(dir, "rabbit")
+	for _, d := range []string{base, filepath.Join(base, "mnesia"), filepath.Join(base, "log"), filepath.Join(base, "plugins")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, s, err
+		}
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = FreePort(); err != nil {
+			return nil, s, err
+		}
+	}
+	amqpPort, distPort, epmdPort := ports[0], ports[1], ports[2]
+	files := map[string]string{
+		"rabbitmq.conf":      fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nloopback_users.guest = true\n", amqpPort),
+		"enabled_plugins":    "[].\n",
+		"rabbitmq-env.conf":  "",
+		"advanced.config":    "[].\n",
+		"feature_flags_note": "",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(base, name), []byte(body), 0o600); err != nil {
+			return nil, s, err
+		}
+	}
+	if cred != nil {
+		_ = os.Chmod(dir, 0o711)
+		err := filepath.Walk(base, func(path string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Chown(path, int(cred.Uid), int(cred.Gid))
+		})
+		if err != nil {
+			return nil, s, err
+		}
+	}
+	home := "/var/lib/rabbitmq" // the rabbitmq user's home: its Erlang cookie
+	if cred == nil {
+		home = base
+	}
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home, "LANG=C.UTF-8",
+		"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort), "ERL_EPMD_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODENAME=durachk-" + safeNodePart(s.RunID) + "@localhost",
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT=" + strconv.Itoa(amqpPort),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(distPort),
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(base, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(base, "log"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(base, "enabled_plugins"),
+		"RABBITMQ_PLUGINS_EXPAND_DIR=" + filepath.Join(base, "plugins"),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(base, "rabbitmq.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(base, "advanced.config"),
+		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(base, "rabbitmq-env.conf"),
+		"RABBITMQ_PID_FILE=" + filepath.Join(base, "pid"),
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false",
+	}
+	user := ""
+	if cred != nil {
+		user = "rabbitmq"
+	}
+	u := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", amqpPort)
+	if orig, err := url.Parse(s.URL); err == nil && orig.RawQuery != "" {
+		u += "?" + orig.RawQuery
+	}
+	p := &privateRabbit{dir: base, url: u}
+	p.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user,
+		Command: func() *exec.Cmd {
+			c := exec.Command(epmd, "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1")
+			c.Env = env
+			return c
+		}}
+	p.PrivateProcess = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(amqpPort), User: user,
+		Command: func() *exec.Cmd {
+			c := exec.Command(server)
+			c.Env = env
+			c.Dir = base
+			return c
+		},
+		Ready: func(ctx context.Context) error {
+			c, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		},
+	}
+	if err := p.epmd.Start(ctx); err != nil {
+		os.RemoveAll(base)
+		return nil, s, err
+	}
+	if err := p.Start(ctx); err != nil {
+		_ = p.epmd.Kill()
+		os.RemoveAll(base)
+		return nil, s, fmt.Errorf("private rabbitmq: %w (logs in %s)", err, filepath.Join(base, "log"))
+	}
+	s.URL = u
+	return p, s, nil
+}
+
+func safeNodePart(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, id)
+}
