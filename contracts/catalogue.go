@@ -346,7 +346,7 @@ var Catalogue = []*Contract{
 		Labels:     []string{"fault:partition"},
 		Scenario: func(seed uint64, n int) Scenario {
 			return base("replies lost on the store and broker links", workload(seed, n, nil),
-				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkStore, At: 0, For: 20 * time.Second, Rate: 0.5, Match: "commit"},
+				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkStore, At: 0, For: 60 * time.Second, Rate: 0.5, Match: "commit"},
 				faults.Fault{Kind: faults.ReplyLoss, Link: faults.LinkBroker, At: 0, For: 20 * time.Second, Rate: 0.2})
 		},
 		Exercised: func(s Stats) string {
