@@ -440,7 +440,7 @@ func capabilities(opts Options, kind EndpointKind, version string) adapters.Capa
 	}
 	switch kind {
 	case Fauxqs:
-		notes = append(notes, "fauxqs differs from AWS: it accepts a garbage receipt handle silently, returns at most one message per FIFO group per receive, and carries the receive count into the DLQ")
+		notes = append(notes, "fauxqs differs from AWS: it accepts a garbage receipt handle silently, returns at most one message per FIFO group per receive, carries the receive count into the DLQ, and extends a lease whose visibility timeout already ran out (AWS: \"might result in an error\")")
 	case LocalStack, ElasticMQ, Unknown:
 		notes = append(notes, "an emulator: its verdicts are about the emulator, not about AWS SQS")
 	}
@@ -592,7 +592,9 @@ func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Durati
 }
 
 // Extend sets the visibility of a live delivery to lease from now (whole seconds,
-// minimum 1); adapters.ErrLeaseLost once the lease ran out.
+// minimum 1); adapters.ErrLeaseLost when SQS answers MessageNotInflight or
+// ReceiptHandleIsInvalid. AWS says a change after the timeout ran out "might
+// result in an error": not that it must, so an expired lease may be extended.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
 	return q.changeVisibility(ctx, "extend", d, Seconds(lease, 1))
 }

@@ -1,0 +1,150 @@
+package sqs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/adapters/sqs"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// TestMain lets the runner re-execute this test binary as its child processes
+// (`<binary> worker --config FILE`), as it re-executes durachk in a real run.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "worker" && os.Args[2] == "--config" {
+		if err := runner.Child(context.Background(), os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func targetURL(t *testing.T, knobs string) string {
+	t.Helper()
+	raw := os.Getenv("DURACHK_SQS_URL")
+	if raw == "" {
+		t.Skip("DURACHK_SQS_URL is not set: the SQS contract runs need an endpoint (see .ci/setup.d/20-sqs-emulator.sh)")
+	}
+	if testing.Short() {
+		t.Skip("contract runs with real processes take seconds each")
+	}
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	return raw + sep + knobs
+}
+
+// runQueues lists every durachk- queue at the endpoint of raw.
+func runQueues(t *testing.T, raw string) []string {
+	t.Helper()
+	spec, err := targets.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := targets.SQSOptions(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := sqs.NewClient(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls, err := sqs.ListRunQueues(context.Background(), client, sqs.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return urls
+}
+
+// TestRedriveProfiles runs retry.bounded on a queue without a RedrivePolicy and
+// on one with maxReceiveCount=3, with the reference pipeline and with the
+// unbounded-retry sabotage (a consumer that ignores the receive count).
+//
+// What it shows: the reference pipeline bounds a poison job on both profiles,
+// because it dead-letters a delivery whose ApproximateReceiveCount exceeds
+// maxAttempts (pipeline/worker.go) — SQS counts receives with or without a
+// RedrivePolicy. The profiles differ once the consumer does not bound itself:
+// without a RedrivePolicy nothing stops the crash loop (a violation whose
+// witness carries the receive count), with one SQS moves the message to the DLQ.
+// After every run no queue of the run is left (ListQueues with the prefix).
+func TestRedriveProfiles(t *testing.T) {
+	c, err := contracts.Lookup("retry.bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		knobs    string
+		sabotage bool
+		want     contracts.Verdict
+	}{
+		{"no redrive, reference pipeline", "name=no-redrive", false, contracts.Pass},
+		{"redrive 3, reference pipeline", "name=redrive3&redrive.maxReceiveCount=3", false, contracts.Pass},
+		{"no redrive, consumer ignores the receive count", "name=no-redrive", true, contracts.Violated},
+		{"redrive 3, consumer ignores the receive count", "name=redrive3&redrive.maxReceiveCount=3", true, contracts.Pass},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := targetURL(t, tc.knobs)
+			before := runQueues(t, raw)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			spec, err := targets.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := runner.New(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(target.MeasuredOn(), "(") {
+				t.Errorf("measured on %q names no endpoint kind", target.MeasuredOn())
+			}
+			var r contracts.Result
+			if tc.sabotage {
+				r, err = contracts.EvaluateSabotage(ctx, target, c, c.Sabotages[0], contracts.Options{Seed: 1})
+			} else {
+				r, err = contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Verdict != tc.want {
+				t.Errorf("verdict %s (%s), want %s", r.Verdict, r.Reason, tc.want)
+			}
+			if tc.want == contracts.Violated {
+				if len(r.Violations) == 0 || !hasReceiveCount(r.Violations[0].Witness, 4) {
+					t.Errorf("the witness does not show a receive count above maxAttempts: %+v", r.Violations)
+				}
+			}
+			if left := slices.DeleteFunc(runQueues(t, raw), func(u string) bool { return slices.Contains(before, u) }); len(left) > 0 {
+				t.Errorf("queues left after the run: %v", left)
+			}
+		})
+	}
+}
+
+func hasReceiveCount(w []history.Op, atLeast int) bool {
+	for _, op := range w {
+		if op.F == history.Lease && op.Attempt >= atLeast {
+			return true
+		}
+	}
+	for _, op := range w {
+		if op.Attempt >= atLeast {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,448 @@
+package sqs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+)
+
+// testOptions reads DURACHK_SQS_URL (sqs://host:port?region=...&endpoint-kind=...,
+// as .ci/setup.d/20-sqs-emulator.sh exports it for the pinned fauxqs) into
+// Options; the test skips when it is not set.
+func testOptions(t testing.TB) Options {
+	t.Helper()
+	raw := os.Getenv("DURACHK_SQS_URL")
+	if raw == "" {
+		t.Skip("DURACHK_SQS_URL is not set: the SQS tests need an endpoint, e.g. eval \"$(tools/sqs-emulator/start.sh)\" and DURACHK_SQS_URL=sqs://${FAUXQS_ENDPOINT#http://}?region=us-east-1")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "sqs" || u.Port() == "" {
+		t.Fatalf("DURACHK_SQS_URL=%q: want sqs://host:port?region=...", raw)
+	}
+	o := Options{Endpoint: "http://" + u.Host, Region: u.Query().Get("region"), AccessKey: "test", SecretKey: "test",
+		Kind: EndpointKind(u.Query().Get("endpoint-kind"))}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	return o
+}
+
+func randomRunID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// newQueue opens the queues of a fresh run id and drops them when the test ends.
+func newQueue(t testing.TB, edit func(*Options)) *Queue {
+	t.Helper()
+	o := testOptions(t)
+	if edit != nil {
+		edit(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := Open(ctx, randomRunID(), o)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := q.Drop(ctx); err != nil {
+			t.Errorf("drop: %v", err)
+		}
+		left, err := ListRunQueues(ctx, q.Client(), Prefix+q.runID)
+		if err != nil || len(left) > 0 {
+			t.Errorf("after Drop, queues of run %s: %v (err %v)", q.runID, left, err)
+		}
+		_ = q.Close()
+	})
+	return q
+}
+
+func job(spec string) adapters.Job {
+	id, group, _ := strings.Cut(spec, "@")
+	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5, Group: group}
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, adapters.ErrStaleToken):
+		return "stale"
+	case errors.Is(err, adapters.ErrLeaseLost):
+		return "lost"
+	case errors.Is(err, adapters.ErrNoJob):
+		return "none"
+	case errors.Is(err, adapters.ErrClosed):
+		return "closed"
+	case errors.Is(err, adapters.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, adapters.ErrAmbiguous):
+		return "ambiguous"
+	}
+	return "error: " + err.Error()
+}
+
+type fullQueue interface {
+	adapters.Queue
+	adapters.Extender
+	adapters.DeadLetterer
+	adapters.Inspector
+}
+
+// step is one call of a queue script; d names a delivery by the order in which
+// the script's leases returned it. lease wants "id/token" or "none".
+type step struct {
+	op   string // enqueue, lease, ack, nack, extend, dead, sleep, drained, dead-lettered
+	arg  string
+	d    int
+	dur  time.Duration
+	want string
+	// also is one more answer SQS may give where AWS documents a "might".
+	also string
+}
+
+// runScript runs steps against q. Leases ask for 1 s: SQS's smallest lease.
+func runScript(t *testing.T, q fullQueue, steps []step) {
+	_, onSQS := q.(*Queue)
+	t.Helper()
+	ctx := context.Background()
+	var ds []adapters.Delivery
+	for i, s := range steps {
+		var got string
+		switch s.op {
+		case "enqueue":
+			got = outcome(q.Enqueue(ctx, job(s.arg)))
+		case "lease":
+			d, err := q.Lease(ctx, time.Second)
+			if err != nil {
+				got = outcome(err)
+				break
+			}
+			ds = append(ds, d)
+			got = d.Job.ID + "/" + strconv.FormatUint(d.Token, 10)
+			if d.Attempt != int(d.Token) {
+				t.Errorf("step %d: attempt %d, token %d: both are the receive count", i, d.Attempt, d.Token)
+			}
+		case "ack":
+			got = outcome(q.Ack(ctx, ds[s.d]))
+		case "nack":
+			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
+		case "extend":
+			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
+		case "dead":
+			got = outcome(q.DeadLetter(ctx, ds[s.d], "max_attempts"))
+		case "sleep":
+			time.Sleep(s.dur)
+			continue
+		case "drained", "dead-lettered":
+			inv, err := q.Inspect(ctx)
+			switch {
+			case err != nil:
+				got = outcome(err)
+			case s.op == "drained":
+				got = strconv.FormatBool(len(inv.Queued) == 0 && len(inv.InFlight) == 0)
+			default:
+				got = strings.Join(inv.DeadLettered, ",")
+			}
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		if got != s.want && !(onSQS && s.also != "" && got == s.also) {
+			t.Fatalf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
+		}
+	}
+}
+
+// TestScriptsAgreeWithMem runs each script against the reference broker and
+// against SQS: where the port's semantics are the same, so are the answers.
+func TestScriptsAgreeWithMem(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int // delivery limit / maxReceiveCount
+		fifo  bool
+		steps []step
+	}{
+		{name: "lease ack", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "lease", want: "none"},
+			{op: "ack", d: 0, want: "ok"},
+			{op: "lease", want: "none"},
+			{op: "drained", want: "true"},
+		}},
+		{name: "nack redelivers with a higher token", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "nack", d: 0, want: "ok"},
+			{op: "lease", want: "a/2"},
+			{op: "ack", d: 1, want: "ok"},
+			{op: "drained", want: "true"},
+		}},
+		{name: "delayed nack", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "nack", d: 0, dur: time.Second, want: "ok"},
+			{op: "lease", want: "none"},
+			{op: "drained", want: "false"},
+			{op: "sleep", dur: 1300 * time.Millisecond},
+			{op: "lease", want: "a/2"},
+			{op: "ack", d: 1, want: "ok"},
+		}},
+		{name: "lease expires and is redelivered", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "sleep", dur: 1300 * time.Millisecond},
+			// AWS: a change of visibility after the timeout "might result in an
+			// error" (MessageNotInflight); fauxqs accepts it.
+			{op: "extend", d: 0, dur: time.Second, want: "lost", also: "ok"},
+			{op: "sleep", dur: 1300 * time.Millisecond},
+			{op: "lease", want: "a/2"},
+			{op: "ack", d: 1, want: "ok"},
+			{op: "drained", want: "true"},
+		}},
+		{name: "heartbeat keeps the lease", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "sleep", dur: 600 * time.Millisecond},
+			{op: "extend", d: 0, dur: time.Second, want: "ok"},
+			{op: "sleep", dur: 600 * time.Millisecond},
+			{op: "extend", d: 0, dur: time.Second, want: "ok"},
+			{op: "sleep", dur: 600 * time.Millisecond},
+			{op: "lease", want: "none"},
+			{op: "ack", d: 0, want: "ok"},
+			{op: "drained", want: "true"},
+		}},
+		{name: "dead letter by the pipeline", steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "enqueue", arg: "b", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "dead", d: 0, want: "ok"},
+			{op: "lease", want: "b/1"},
+			{op: "ack", d: 1, want: "ok"},
+			{op: "drained", want: "true"},
+			{op: "dead-lettered", want: "a"},
+			{op: "dead-lettered", want: "a"}, // Inspect leaves the DLQ as it was
+		}},
+		{name: "redrive after maxReceiveCount", limit: 2, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "nack", d: 0, want: "ok"},
+			{op: "lease", want: "a/2"},
+			{op: "nack", d: 1, want: "ok"},
+			{op: "lease", want: "none"},
+			{op: "drained", want: "true"},
+			{op: "dead-lettered", want: "a"},
+		}},
+		{name: "fifo group one at a time", fifo: true, steps: []step{
+			{op: "enqueue", arg: "a@g", want: "ok"},
+			{op: "enqueue", arg: "b@g", want: "ok"},
+			{op: "enqueue", arg: "c", want: "ok"},
+			{op: "lease", want: "a/1"},
+			{op: "lease", want: "c/1"},
+			{op: "lease", want: "none"},
+			{op: "nack", d: 0, want: "ok"},
+			{op: "lease", want: "a/2"},
+			{op: "ack", d: 2, want: "ok"},
+			{op: "ack", d: 1, want: "ok"},
+			{op: "lease", want: "b/1"},
+			{op: "ack", d: 3, want: "ok"},
+			{op: "drained", want: "true"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+"/mem", func(t *testing.T) {
+			runScript(t, mem.New(mem.Options{DeliveryLimit: tc.limit, FIFO: tc.fifo}), tc.steps)
+		})
+		t.Run(tc.name+"/sqs", func(t *testing.T) {
+			t.Parallel()
+			q := newQueue(t, func(o *Options) { o.MaxReceiveCount, o.FIFO = tc.limit, tc.fifo })
+			runScript(t, q, tc.steps)
+		})
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		min  int32
+		want int32
+	}{
+		{"zero delay", 0, 0, 0},
+		{"zero lease is the minimum", 0, 1, 1},
+		{"300ms lease rounds up", 300 * time.Millisecond, 1, 1},
+		{"1s stays", time.Second, 1, 1},
+		{"1.001s rounds up", time.Second + time.Millisecond, 1, 2},
+		{"20ms delay rounds up", 20 * time.Millisecond, 0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Seconds(tc.d, tc.min); got != tc.want {
+				t.Errorf("Seconds(%v, %d) = %d, want %d", tc.d, tc.min, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	tests := []struct {
+		name      string
+		fifo      bool
+		main, dlq string
+	}{
+		{"standard", false, "durachk-0123456789", "durachk-0123456789-dlq"},
+		{"fifo", true, "durachk-0123456789.fifo", "durachk-0123456789-dlq.fifo"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := QueueName("0123456789", tc.fifo); got != tc.main {
+				t.Errorf("QueueName = %q, want %q", got, tc.main)
+			}
+			if got := DLQName("0123456789", tc.fifo); got != tc.dlq {
+				t.Errorf("DLQName = %q, want %q", got, tc.dlq)
+			}
+			if n := DLQName(strings.Repeat("a", 40), tc.fifo); len(n) > 80 {
+				t.Errorf("a 40-character run id makes a %d-character name; SQS allows 80", len(n))
+			}
+		})
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		kind       EndpointKind
+		deadLetter adapters.Support
+		fifo       bool
+		note       string
+	}{
+		{"no redrive", Options{}, AWS, adapters.Emulated, false, "no RedrivePolicy"},
+		{"redrive", Options{MaxReceiveCount: 3}, AWS, adapters.Native, false, "maxReceiveCount=3"},
+		{"fifo", Options{FIFO: true}, AWS, adapters.Emulated, true, "MessageGroupId"},
+		{"break order claims fifo", Options{BreakOrder: true}, AWS, adapters.Emulated, true, "negative control"},
+		{"fauxqs differences", Options{}, Fauxqs, adapters.Emulated, false, "garbage receipt handle"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := capabilities(tc.opts, tc.kind, "x")
+			if c.DeadLetter != tc.deadLetter || c.FIFO != tc.fifo {
+				t.Errorf("DeadLetter %s FIFO %v, want %s %v", c.DeadLetter, c.FIFO, tc.deadLetter, tc.fifo)
+			}
+			if c.Token != adapters.Approximate || c.DeliveryCount != adapters.Approximate || c.FencedAck || !c.Durable || c.BrokerKill {
+				t.Errorf("documented SQS semantics changed: %+v", c)
+			}
+			if !slices.ContainsFunc(c.Notes, func(n string) bool { return strings.Contains(n, tc.note) }) {
+				t.Errorf("no note mentions %q: %q", tc.note, c.Notes)
+			}
+		})
+	}
+}
+
+// TestIdentify checks that the endpoint names itself in every verdict.
+func TestIdentify(t *testing.T) {
+	o := testOptions(t)
+	want := o.Kind
+	o.Kind = ""
+	kind, version := Identify(context.Background(), o)
+	if want != "" && want != Unknown && kind != want {
+		t.Errorf("detected %s, DURACHK_SQS_URL says endpoint-kind=%s", kind, want)
+	}
+	if kind == Fauxqs && !strings.HasPrefix(version, "fauxqs") {
+		t.Errorf("version %q does not name fauxqs", version)
+	}
+	if _, v := Identify(context.Background(), Options{Region: "eu-west-1"}); v != "AWS SQS eu-west-1" {
+		t.Errorf("AWS version %q", v)
+	}
+}
+
+// TestOpenIsIdempotent opens one run's queues from several goroutines at once,
+// as the controller and its child processes do.
+func TestOpenIsIdempotent(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		t.Run("fifo="+strconv.FormatBool(fifo), func(t *testing.T) {
+			first := newQueue(t, func(o *Options) { o.FIFO, o.MaxReceiveCount = fifo, 3 })
+			o := testOptions(t)
+			o.FIFO, o.MaxReceiveCount = fifo, 3
+			errs := make(chan error, 4)
+			urls := make(chan string, 4)
+			for range 4 {
+				go func() {
+					q, err := Open(context.Background(), first.runID, o)
+					if err == nil {
+						urls <- q.URL()
+					}
+					errs <- err
+				}()
+			}
+			for range 4 {
+				if err := <-errs; err != nil {
+					t.Fatalf("concurrent open: %v", err)
+				}
+				if u := <-urls; u != first.URL() {
+					t.Errorf("url %s, want %s", u, first.URL())
+				}
+			}
+		})
+	}
+}
+
+// TestEmulatorDifferences pins what Capabilities.Notes says about fauxqs: if a
+// new fauxqs stops differing from AWS, the note must go.
+func TestEmulatorDifferences(t *testing.T) {
+	q := newQueue(t, nil)
+	if q.Kind() != Fauxqs {
+		t.Skipf("the endpoint is %s, not fauxqs", q.Kind())
+	}
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := q.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: aws.String("garbage")})
+	if err != nil {
+		t.Errorf("fauxqs refused a garbage receipt handle (%v): update the note in capabilities()", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	q := newQueue(t, nil)
+	_ = q.Close()
+	if err := q.Enqueue(context.Background(), job("a")); !errors.Is(err, adapters.ErrClosed) {
+		t.Errorf("enqueue after close: %v, want ErrClosed", err)
+	}
+	var oe *adapters.OpError
+	if _, err := q.Lease(context.Background(), time.Second); !errors.As(err, &oe) || oe.Target != Broker || oe.Op != "lease" {
+		t.Errorf("lease after close: %v, want an OpError of target sqs", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := Open(ctx, randomRunID(), Options{Endpoint: "http://127.0.0.1:1", Region: "us-east-1", AccessKey: "test", SecretKey: "secret-not-shown", Kind: Unknown})
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Errorf("open of a closed port: %v, want ErrUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "secret-not-shown") {
+		t.Errorf("error shows the secret: %v", err)
+	}
+}
