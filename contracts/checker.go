@@ -1,7 +1,6 @@
 package contracts
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -125,6 +124,8 @@ type jobState struct {
 	lastExtract int32
 	commitInv   int32 // first commit invoke
 	fault       int32 // last fault that named this job
+	// From the final state.
+	hasResult, dead, cancelled, inBroker bool
 }
 
 type keyState struct {
@@ -134,6 +135,8 @@ type keyState struct {
 	news     int
 	applied  int
 	applyIdx int32
+	// From the final state.
+	hasResult, hasEvent bool
 }
 
 // Check reads ops (ordered by time; for one process, by sequence) and the final
@@ -174,8 +177,8 @@ type checker struct {
 const maxPerProperty = 5
 
 func newChecker(ops []history.Op, opts CheckOptions) *checker {
-	return &checker{ops: ops, opts: opts, jobs: make(map[string]*jobState, len(ops)/16+1),
-		keys: make(map[string]*keyState, len(ops)/16+1), current: map[string]string{}, faulted: map[string]bool{}, lastOp: map[string]int32{},
+	return &checker{ops: ops, opts: opts, jobs: make(map[string]*jobState, len(ops)/8+1),
+		keys: make(map[string]*keyState, len(ops)/8+1), current: map[string]string{}, faulted: map[string]bool{}, lastOp: map[string]int32{},
 		groups: map[string][]string{}, perKind: map[Property]int{},
 		st: Stats{Redeliveries: map[string]int{}, Faults: map[string]int{}}}
 }
@@ -368,7 +371,7 @@ func (c *checker) enqueue(i int32, op *history.Op, j *jobState) {
 		j.enqueues++
 		if j.enqIdx < 0 {
 			j.enqIdx = i
-			_ = json.Unmarshal([]byte(op.Value), &j.meta)
+			parseMeta(op.Value, &j.meta)
 		}
 	case history.OK:
 		if !j.accepted {
@@ -562,28 +565,35 @@ func (c *checker) reprocess(i int32, op *history.Op, j *jobState) {
 
 // finish checks the final state against what the history says happened.
 func (c *checker) finish(f Final) []string {
-	results := map[string]pipeline.Result{}
-	resultJobs := map[string]bool{}
+	// Mark the final state on the per-job and per-key state the history built,
+	// instead of indexing it again: one map lookup per row.
 	for _, r := range f.Store.Results {
-		results[r.Key] = r
-		resultJobs[r.JobID] = true
+		c.key(r.Key).hasResult = true
+		if j, ok := c.jobs[r.JobID]; ok {
+			j.hasResult = true
+		}
 	}
-	events := map[string]pipeline.Event{}
 	for _, e := range f.Store.Events {
-		events[e.Key] = e
+		c.key(e.Key).hasEvent = true
 	}
-	dead := map[string]pipeline.DeadLetterRecord{}
 	for _, d := range f.Store.DeadLetters {
-		dead[d.JobID] = d
+		if j, ok := c.jobs[d.JobID]; ok {
+			j.dead = true
+		}
 		c.checkRedacted(d)
 	}
-	brokerDead := toSet(f.Broker.DeadLettered)
-	cancelled := toSet(f.Store.Cancelled)
-	inBroker := toSet(f.Broker.Queued)
-	for _, id := range f.Broker.InFlight {
-		inBroker[id] = true
+	mark := func(ids []string, set func(j *jobState)) {
+		for _, id := range ids {
+			if j, ok := c.jobs[id]; ok {
+				set(j)
+			}
+		}
 	}
-	audits := map[string]pipeline.Audit{}
+	mark(f.Broker.DeadLettered, func(j *jobState) { j.dead = true })
+	mark(f.Store.Cancelled, func(j *jobState) { j.cancelled = true })
+	mark(f.Broker.Queued, func(j *jobState) { j.inBroker = true })
+	mark(f.Broker.InFlight, func(j *jobState) { j.inBroker = true })
+	audits := make(map[string]pipeline.Audit, len(f.Store.Audits))
 	for _, a := range f.Store.Audits {
 		audits[a.OldJob] = a
 	}
@@ -593,28 +603,15 @@ func (c *checker) finish(f Final) []string {
 		if !j.accepted {
 			continue
 		}
-		_, isDead := dead[id]
-		isDead = isDead || brokerDead[id]
-		isCancelled := cancelled[id]
+		isDead, isCancelled := j.dead, j.cancelled
 		// A result written by a worker that died before recording its commit still counts.
-		committed := j.committed || resultJobs[id]
-		n := 0
-		var outs []string
-		for _, o := range []struct {
-			b    bool
-			name string
-		}{{committed, "committed"}, {isDead, "dead-lettered"}, {isCancelled, "cancelled"}} {
-			if o.b {
-				n++
-				outs = append(outs, o.name)
-			}
-		}
+		committed := j.committed || j.hasResult
+		n := boolInt(committed) + boolInt(isDead) + boolInt(isCancelled)
 		if committed {
 			c.st.Committed++
 		}
 		if j.committed {
-			key := c.ops[j.commitIdx].Key
-			if _, ok := results[key]; !ok {
+			if k := c.keys[c.ops[j.commitIdx].Key]; k == nil || !k.hasResult {
 				c.violate(PropCommitLost, id, "an acknowledged commit is not in the store", j.commitIdx)
 			}
 		}
@@ -629,8 +626,17 @@ func (c *checker) finish(f Final) []string {
 		}
 		switch {
 		case n > 1:
+			var outs []string
+			for _, o := range []struct {
+				b    bool
+				name string
+			}{{committed, "committed"}, {isDead, "dead-lettered"}, {isCancelled, "cancelled"}} {
+				if o.b {
+					outs = append(outs, o.name)
+				}
+			}
 			c.violate(PropMultipleTerminal, id, "more than one terminal outcome: "+strings.Join(outs, " and "), j.enqIdx, j.commitIdx, j.deadIdx, j.terminalIdx)
-		case n == 0 && inBroker[id]:
+		case n == 0 && j.inBroker:
 			c.st.NotDrained++
 			if len(unknown) < 5 {
 				unknown = append(unknown, fmt.Sprintf("job %s is still in the broker at the end", id))
@@ -657,7 +663,7 @@ func (c *checker) finish(f Final) []string {
 	}
 	for _, r := range f.Store.Results {
 		key := r.Key
-		if _, ok := events[key]; !ok && r.EventID != "" {
+		if !c.keys[key].hasEvent && r.EventID != "" {
 			if e, ok := c.keys[key]; !ok || e.applied == 0 {
 				w := []int32{c.keys[key].idx()}
 				if j := c.jobs[r.JobID]; j != nil {
@@ -672,7 +678,7 @@ func (c *checker) finish(f Final) []string {
 	}
 	for _, e := range f.Store.Events {
 		key := e.Key
-		if _, ok := results[key]; !ok {
+		if !c.keys[key].hasResult {
 			c.violate(PropOutboxOrphan, e.JobID, "an outbox event without its result: "+key)
 		}
 	}
