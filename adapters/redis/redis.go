@@ -104,6 +104,7 @@ type Queue struct {
 	caps                  adapters.Capabilities
 	version               string
 	lastLease             atomic.Int64 // ms of the last lease asked for, for Inspect
+	lastSweep             atomic.Int64 // unix ns of the last lease script
 	closed                atomic.Bool
 }
 
@@ -143,6 +144,7 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	if o.DialTimeout == 0 {
 		o.DialTimeout = time.Second
 	}
+	o.DialerRetries = 1 // a refused dial is ErrUnavailable at once; the caller retries
 	o.PoolTimeout = 2 * time.Second
 	o.DisableIdentity = true
 	o.Protocol = 2
@@ -424,6 +426,12 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // next new entry; with Block it then waits for one. adapters.ErrNoJob if there
 // is none. A lost reply is adapters.ErrAmbiguous: an entry may have been
 // claimed for this consumer, and will be claimed again once idle.
+//
+// That sweep (delayed set and XAUTOCLAIM) runs in a Lua script. Between two
+// sweeps of this Queue that are less than a tenth of the claim time apart, a
+// Lease reads new entries first with a plain XREADGROUP and sweeps only if
+// there are none: a busy worker does not pay for the sweep on every job, and an
+// expired lease or a due delay waits at most that tenth longer.
 func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delivery, error) {
 	var none adapters.Delivery
 	if q.closed.Load() {
@@ -434,11 +442,18 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	if q.opts.ClaimMinIdle > 0 {
 		claim = q.opts.ClaimMinIdle
 	}
+	now := time.Now().UnixNano()
+	if now-q.lastSweep.Load() < int64(claim/10) {
+		if d, err := q.read(ctx, claim, -1); !errors.Is(err, adapters.ErrNoJob) {
+			return d, err
+		}
+	}
+	q.lastSweep.Store(now)
 	v, err := q.run(ctx, leaseScript, []string{q.stream, q.delayed}, Group, q.consumer, ms(claim))
 	switch {
 	case errors.Is(err, goredis.Nil):
 		if q.opts.Block > 0 {
-			return q.blockingRead(ctx)
+			return q.read(ctx, claim, q.opts.Block)
 		}
 		return none, adapters.ErrNoJob
 	case err != nil:
@@ -451,13 +466,15 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	id, _ := r[0].(string)
 	fields, _ := r[1].([]any)
 	count, _ := r[2].(int64)
-	return q.delivery(id, pairs(fields), count)
+	return q.delivery(id, pairs(fields), count, claim)
 }
 
-func (q *Queue) blockingRead(ctx context.Context) (adapters.Delivery, error) {
+// read reads one new entry (XREADGROUP >, delivery count 1), blocking up to
+// block if it is positive.
+func (q *Queue) read(ctx context.Context, claim, block time.Duration) (adapters.Delivery, error) {
 	var none adapters.Delivery
 	res, err := q.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: Group, Consumer: q.consumer,
-		Streams: []string{q.stream, ">"}, Count: 1, Block: q.opts.Block}).Result()
+		Streams: []string{q.stream, ">"}, Count: 1, Block: block}).Result()
 	if noGroup(err) {
 		if err := q.ensureGroup(ctx); err != nil {
 			return none, opErr("lease", none, err)
@@ -477,7 +494,7 @@ func (q *Queue) blockingRead(ctx context.Context) (adapters.Delivery, error) {
 	for k, v := range m.Values {
 		fields[k], _ = v.(string)
 	}
-	return q.delivery(m.ID, fields, 1)
+	return q.delivery(m.ID, fields, 1, claim)
 }
 
 func pairs(fs []any) map[string]string {
@@ -490,7 +507,10 @@ func pairs(fs []any) map[string]string {
 	return m
 }
 
-func (q *Queue) delivery(entry string, fields map[string]string, count int64) (adapters.Delivery, error) {
+// delivery builds the Delivery of entry; its receipt names the entry, its
+// delivery count, the idle time after which a claimer takes it (the lease) and
+// this consumer.
+func (q *Queue) delivery(entry string, fields map[string]string, count int64, claim time.Duration) (adapters.Delivery, error) {
 	var d adapters.Delivery
 	base, err := strconv.ParseInt(fields["base"], 10, 64)
 	if err == nil {
@@ -502,20 +522,24 @@ func (q *Queue) delivery(entry string, fields map[string]string, count int64) (a
 	}
 	d.Token = uint64(base + count)
 	d.Attempt = int(base + count)
-	d.Receipt = entry + "|" + strconv.FormatInt(count, 10) + "|" + q.consumer
+	d.Receipt = entry + "|" + strconv.FormatInt(count, 10) + "|" + strconv.FormatInt(ms(claim), 10) + "|" + q.consumer
 	return d, nil
 }
 
-// receipt splits a receipt into entry id, delivery count and consumer.
-func receipt(d adapters.Delivery) (entry, count, consumer string, err error) {
-	parts := strings.SplitN(d.Receipt, "|", 3)
-	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
-		return "", "", "", fmt.Errorf("redis: bad receipt %q", d.Receipt)
+type parsedReceipt struct{ entry, count, leaseMS, consumer string }
+
+// receipt splits d's receipt.
+func receipt(d adapters.Delivery) (parsedReceipt, error) {
+	parts := strings.SplitN(d.Receipt, "|", 4)
+	if len(parts) != 4 || parts[0] == "" || parts[3] == "" {
+		return parsedReceipt{}, fmt.Errorf("redis: bad receipt %q", d.Receipt)
 	}
-	if _, err := strconv.ParseInt(parts[1], 10, 64); err != nil {
-		return "", "", "", fmt.Errorf("redis: bad receipt %q", d.Receipt)
+	for _, n := range parts[1:3] {
+		if _, err := strconv.ParseInt(n, 10, 64); err != nil {
+			return parsedReceipt{}, fmt.Errorf("redis: bad receipt %q", d.Receipt)
+		}
 	}
-	return parts[0], parts[1], parts[2], nil
+	return parsedReceipt{parts[0], parts[1], parts[2], parts[3]}, nil
 }
 
 // onDelivery runs one of the checked scripts for d and maps its verdict:
@@ -525,12 +549,16 @@ func (q *Queue) onDelivery(ctx context.Context, op string, s *goredis.Script, d 
 	if q.closed.Load() {
 		return opErr(op, d, adapters.ErrClosed)
 	}
-	entry, count, consumer, err := receipt(d)
+	r, err := receipt(d)
 	if err != nil {
 		return opErr(op, d, err)
 	}
-	args := []any{Group, consumer, entry, count}
-	if extra != nil {
+	args := []any{Group, r.consumer, r.entry, r.count}
+	switch extra {
+	case nil:
+	case leaseOfReceipt:
+		args = append(args, r.leaseMS)
+	default:
 		args = append(args, extra)
 	}
 	v, err := q.run(ctx, s, []string{q.stream, q.delayed, q.dead}, args...)
@@ -564,15 +592,17 @@ func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Durati
 	return q.onDelivery(ctx, "nack", nackScript, d, max(delay.Milliseconds(), 0))
 }
 
+// leaseOfReceipt asks onDelivery for the lease recorded in the receipt.
+const leaseOfReceipt = "\x00lease"
+
 // Extend resets the entry's idle time (XCLAIM ... JUSTID for its holder) while
-// the lease is live: adapters.ErrLeaseLost once it was idle for the lease (or
-// claim-min-idle) or is gone, adapters.ErrStaleToken once another delivery
-// holds it.
+// the lease is live: adapters.ErrLeaseLost once the entry was idle for its
+// lease (the claimers' min-idle when it was leased) or is gone,
+// adapters.ErrStaleToken once another delivery holds it. Redis keeps no lease
+// length per entry: the extension renews the lease by the min-idle time of the
+// claimers, and the length asked for is not recorded.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
-	if q.opts.ClaimMinIdle > 0 {
-		lease = q.opts.ClaimMinIdle // what a claimer goes by
-	}
-	return q.onDelivery(ctx, "extend", extendScript, d, ms(lease))
+	return q.onDelivery(ctx, "extend", extendScript, d, leaseOfReceipt)
 }
 
 // DeadLetter moves the current delivery's job to the dead-letter stream with

@@ -1,0 +1,725 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+)
+
+// testURL is the Redis the tests run against, e.g. redis://127.0.0.1:6379/0.
+// The tests only ever touch keys under durachk:t<random>: and delete them.
+func testURL(t testing.TB) string {
+	u := os.Getenv("DURACHK_REDIS_URL")
+	if u == "" {
+		t.Skip("DURACHK_REDIS_URL is not set: the Redis queue tests need a server, e.g. DURACHK_REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	return u
+}
+
+func randomRunID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// newQueue opens a queue under a fresh prefix and checks, when the test ends,
+// that Drop leaves no key with that prefix behind.
+func newQueue(t testing.TB, opts Options) *Queue {
+	t.Helper()
+	q, err := Open(context.Background(), testURL(t), randomRunID(), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if !q.closed.Load() {
+			if err := q.Drop(ctx); err != nil {
+				t.Errorf("drop: %v", err)
+			}
+			_ = q.Close()
+		}
+		if left := keysWithPrefix(t, q.stream[:strings.LastIndex(q.stream, ":")+1]); len(left) > 0 {
+			t.Errorf("keys left behind: %v", left)
+		}
+	})
+	return q
+}
+
+// keysWithPrefix scans (never KEYS) for keys under prefix, on a client of its own.
+func keysWithPrefix(t testing.TB, prefix string) []string {
+	o, err := goredis.ParseURL(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(o)
+	defer c.Close()
+	var out []string
+	it := c.Scan(context.Background(), 0, prefix+"*", 100).Iterator()
+	for it.Next(context.Background()) {
+		out = append(out, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func job(id string) adapters.Job {
+	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5}
+}
+
+// step is one call of a queue script. d names a delivery by the order in which
+// the script's leases returned it. wantRedis, if set, is where Redis differs
+// from the reference broker, for a reason given in the script's comment.
+type step struct {
+	op        string // enqueue, lease, ack, nack, extend, dead, sleep, inspect
+	arg       string
+	d         int
+	dur       time.Duration
+	want      string
+	wantRedis string
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, adapters.ErrStaleToken):
+		return "stale"
+	case errors.Is(err, adapters.ErrLeaseLost):
+		return "lost"
+	case errors.Is(err, adapters.ErrNoJob):
+		return "none"
+	case errors.Is(err, adapters.ErrClosed):
+		return "closed"
+	case errors.Is(err, adapters.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, adapters.ErrAmbiguous):
+		return "ambiguous"
+	}
+	return "error: " + err.Error()
+}
+
+type fullQueue interface {
+	adapters.Queue
+	adapters.Extender
+	adapters.DeadLetterer
+	adapters.Inspector
+}
+
+func runScript(t *testing.T, q fullQueue, steps []step, isRedis bool) {
+	t.Helper()
+	ctx := context.Background()
+	var ds []adapters.Delivery
+	for i, s := range steps {
+		var got string
+		switch s.op {
+		case "enqueue":
+			got = outcome(q.Enqueue(ctx, job(s.arg)))
+		case "lease":
+			d, err := q.Lease(ctx, s.dur)
+			if got = outcome(err); err == nil {
+				ds = append(ds, d)
+				got = fmt.Sprintf("%s a%d t%d", d.Job.ID, d.Attempt, d.Token)
+			}
+		case "ack":
+			got = outcome(q.Ack(ctx, ds[s.d]))
+		case "nack":
+			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
+		case "extend":
+			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
+		case "dead":
+			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
+		case "sleep":
+			time.Sleep(s.dur)
+			continue
+		case "inspect":
+			inv, err := q.Inspect(ctx)
+			got = fmt.Sprintf("queued=%v inflight=%v dead=%v %s", inv.Queued, inv.InFlight, inv.DeadLettered, outcome(err))
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		want := s.want
+		if isRedis && s.wantRedis != "" {
+			want = s.wantRedis
+		}
+		if got != want {
+			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, want)
+		}
+	}
+}
+
+const (
+	long  = time.Minute
+	short = 150 * time.Millisecond
+	past  = 400 * time.Millisecond // sleeping this long lets a short lease expire
+)
+
+// scripts run against the Redis queue and the reference broker. In Redis a
+// lease expires when a claimer's min-idle time has passed, so scripts that
+// expect a redelivery lease with the same (short) lease throughout, as the
+// workers of a run do.
+var scripts = []struct {
+	name  string
+	steps []step
+}{
+	{name: "lease then ack", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
+	}},
+	{name: "acceptance order", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "enqueue", arg: "c", want: "ok"},
+		{op: "inspect", want: "queued=[a b c] inflight=[] dead=[] ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "lease", dur: long, want: "b a1 t1"},
+		{op: "inspect", want: "queued=[c] inflight=[a b] dead=[] ok"},
+		{op: "lease", dur: long, want: "c a1 t1"},
+		{op: "lease", dur: long, want: "none"},
+	}},
+	{name: "expired lease is redelivered and the stale holder is refused", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
+		{op: "lease", dur: short, want: "a a2 t2"},
+		{op: "ack", d: 0, want: "stale"},
+		{op: "nack", d: 0, want: "stale"},
+		{op: "extend", d: 0, dur: short, want: "stale"},
+		{op: "dead", d: 0, want: "stale"},
+		{op: "ack", d: 1, want: "ok"},
+		{op: "ack", d: 0, want: "lost"},
+	}},
+	{name: "ack after expiry without redelivery is accepted", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "lease", dur: short, want: "none"},
+	}},
+	// After a Nack the job is a new entry, so the old delivery's entry is gone:
+	// Redis says lost where the reference broker says stale.
+	{name: "nack with delay", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "nack", d: 0, dur: short, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: long, want: "a a2 t2"},
+		{op: "nack", d: 0, want: "stale", wantRedis: "lost"},
+		{op: "nack", d: 1, want: "ok"},
+		{op: "lease", dur: long, want: "a a3 t3"},
+		{op: "ack", d: 2, want: "ok"},
+		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
+	}},
+	{name: "extend keeps a live lease", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: 2 * short, want: "a a1 t1"},
+		{op: "sleep", dur: 200 * time.Millisecond},
+		{op: "extend", d: 0, dur: 2 * short, want: "ok"},
+		{op: "sleep", dur: 200 * time.Millisecond},
+		{op: "lease", dur: 2 * short, want: "none"}, // without the extension: 400 ms idle, claimed
+		{op: "inspect", want: "queued=[] inflight=[a] dead=[] ok"},
+		{op: "ack", d: 0, want: "ok"},
+	}},
+	{name: "extend after expiry or nack is lost", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "extend", d: 0, dur: short, want: "lost"},
+		{op: "lease", dur: short, want: "a a2 t2"},
+		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
+		{op: "extend", d: 1, dur: short, want: "lost"},
+		{op: "lease", dur: short, want: "none"},
+	}},
+	{name: "dead letter moves the job", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "lease", dur: long, want: "a a1 t1"},
+		{op: "dead", d: 0, want: "ok"},
+		{op: "dead", d: 0, want: "lost"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "inspect", want: "queued=[b] inflight=[] dead=[a] ok"},
+	}},
+	{name: "a crash loop is counted: every claim is a delivery", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a a1 t1"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: short, want: "a a2 t2"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: short, want: "a a3 t3"},
+		{op: "nack", d: 2, want: "ok"},
+		{op: "lease", dur: short, want: "a a4 t4"},
+		{op: "dead", d: 3, want: "ok"},
+		{op: "inspect", want: "queued=[] inflight=[] dead=[a] ok"},
+	}},
+}
+
+// TestQueueScripts runs every script against the Redis queue and, as the
+// reference, against adapters/mem: both must give the wanted outcome at every
+// step.
+func TestQueueScripts(t *testing.T) {
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Run("mem", func(t *testing.T) { runScript(t, mem.New(mem.Options{}), sc.steps, false) })
+			t.Run("redis", func(t *testing.T) { runScript(t, newQueue(t, Options{}), sc.steps, true) })
+		})
+	}
+}
+
+// Redis-only scripts: the knobs that change guarantees.
+func TestKnobScripts(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		steps []step
+	}{
+		{name: "claim-min-idle shorter than the lease preempts a live worker", opts: Options{ClaimMinIdle: 100 * time.Millisecond}, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", dur: long, want: "a a1 t1"},
+			{op: "sleep", dur: 200 * time.Millisecond},
+			{op: "lease", dur: long, want: "a a2 t2"},
+			{op: "ack", d: 0, want: "stale"},
+		}},
+		{name: "exact MAXLEN trims unacknowledged jobs", opts: Options{MaxLen: 2}, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "enqueue", arg: "b", want: "ok"},
+			{op: "lease", dur: long, want: "a a1 t1"},
+			{op: "enqueue", arg: "c", want: "ok"},
+			{op: "enqueue", arg: "d", want: "ok"},
+			{op: "inspect", want: "queued=[c d] inflight=[] dead=[] ok"}, // a and b are gone
+			{op: "ack", d: 0, want: "ok"},                                // its holder may still ack it: it is pending
+			{op: "lease", dur: long, want: "c a1 t1"},
+		}},
+		// The entry an XADD adds is trimmed by its own MINID: acknowledged, gone.
+		{name: "MINID in the future trims even the new entry", opts: Options{MinID: strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
+			{op: "lease", dur: long, want: "none"},
+		}},
+		{name: "MINID retention keeps young entries", opts: Options{MinIDAge: time.Hour}, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "enqueue", arg: "b", want: "ok"},
+			{op: "inspect", want: "queued=[a b] inflight=[] dead=[] ok"},
+		}},
+		{name: "approximate MAXLEN keeps whole nodes", opts: Options{MaxLen: 1, Approximate: true}, steps: []step{
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "enqueue", arg: "b", want: "ok"},
+			{op: "inspect", want: "queued=[a b] inflight=[] dead=[] ok"},
+		}},
+		{name: "block waits for a new entry", opts: Options{Block: 50 * time.Millisecond}, steps: []step{
+			{op: "lease", dur: long, want: "none"},
+			{op: "enqueue", arg: "a", want: "ok"},
+			{op: "lease", dur: long, want: "a a1 t1"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runScript(t, newQueue(t, tt.opts), tt.steps, true) })
+	}
+}
+
+// The lease extension is XCLAIM ... JUSTID: the delivery counter (the token)
+// must not move, and the delivery stays current.
+func TestExtendKeepsTheDeliveryCounter(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := q.Extend(ctx, d, time.Minute); err != nil {
+			t.Fatalf("extend: %v", err)
+		}
+	}
+	p, err := q.rdb.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: q.stream, Group: Group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 1 || p[0].RetryCount != 1 || p[0].Consumer != q.Consumer() {
+		t.Fatalf("pending after three extensions: %+v, want one entry delivered once to %s", p, q.Consumer())
+	}
+	if err := q.Ack(ctx, d); err != nil {
+		t.Errorf("ack after extensions: %v", err)
+	}
+}
+
+// A delivery leased by one Queue (one process) can be acked by another: the
+// receipt names the consumer. A forged receipt for another consumer is stale.
+func TestReceiptNamesTheConsumer(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	other, err := Open(ctx, testURL(t), strings.TrimSuffix(strings.TrimPrefix(q.stream, "durachk:"), ":stream"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for _, id := range []string{"a", "b"} {
+		if err := q.Enqueue(ctx, job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := other.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := db
+	forged.Receipt = strings.Replace(db.Receipt, other.Consumer(), q.Consumer(), 1)
+	tests := []struct {
+		name string
+		q    *Queue
+		d    adapters.Delivery
+		want string
+	}{
+		{"forged owner", q, forged, "stale"},
+		{"bad receipt", q, adapters.Delivery{Receipt: "nope"}, "error: redis: bad receipt \"nope\""},
+		{"acked by the other process", other, da, "ok"},
+		{"own delivery", other, db, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.q.Ack(ctx, tt.d)
+			got := outcome(err)
+			var oe *adapters.OpError
+			if err != nil && errors.As(err, &oe) && strings.HasPrefix(got, "error: ") {
+				got = "error: " + oe.Err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("ack = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJobRoundTrip(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	in := adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 3, Payload: []byte{0, 1, 2, 0xff, 'x', '"', '\\'},
+		CreatedAt: time.Date(2026, 2, 3, 4, 5, 6, 7008, time.UTC), Deadline: time.Date(2026, 2, 3, 5, 0, 0, 0, time.UTC),
+		MaxAttempts: 4, Group: "g"}
+	noDeadline := in
+	noDeadline.ID, noDeadline.Deadline, noDeadline.Payload, noDeadline.Group = "j2", time.Time{}, nil, ""
+	for _, want := range []adapters.Job{in, noDeadline} {
+		if err := q.Enqueue(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.Lease(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := d.Job
+		if got.ID != want.ID || got.Tenant != want.Tenant || got.DocumentID != want.DocumentID || got.Version != want.Version ||
+			!bytes.Equal(got.Payload, want.Payload) || !got.CreatedAt.Equal(want.CreatedAt) || !got.Deadline.Equal(want.Deadline) ||
+			got.MaxAttempts != want.MaxAttempts || got.Group != want.Group {
+			t.Errorf("leased job\n got %+v\nwant %+v", got, want)
+		}
+		if d.Attempt != 1 || d.Token != 1 || d.Receipt == "" {
+			t.Errorf("delivery attempt %d token %d receipt %q, want 1, 1 and a receipt", d.Attempt, d.Token, d.Receipt)
+		}
+		// The job survives a delayed Nack unchanged.
+		if err := q.Nack(ctx, d, 0); err != nil {
+			t.Fatal(err)
+		}
+		d2, err := q.Lease(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(d2.Job.Payload, want.Payload) || d2.Job.ID != want.ID || d2.Token != 2 {
+			t.Errorf("after nack: %+v token %d, want the same job with token 2", d2.Job, d2.Token)
+		}
+		if err := q.Ack(ctx, d2); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Concurrent leases from several Queues (processes) never hand out one job
+// twice while it is leased.
+func TestConcurrentLeasesAreExclusive(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	const jobs, workers = 200, 6
+	for i := range jobs {
+		if err := q.Enqueue(ctx, job("j"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runID := strings.TrimSuffix(strings.TrimPrefix(q.stream, "durachk:"), ":stream")
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		w, err := Open(ctx, testURL(t), runID, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		wg.Go(func() {
+			for {
+				d, err := w.Lease(ctx, time.Minute)
+				if errors.Is(err, adapters.ErrNoJob) {
+					return
+				}
+				if err != nil {
+					t.Errorf("lease: %v", err)
+					return
+				}
+				mu.Lock()
+				seen[d.Job.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != jobs {
+		t.Errorf("%d distinct jobs leased, want %d", len(seen), jobs)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s leased %d times under a live lease", id, n)
+		}
+	}
+}
+
+// After the server lost the stream and its group (a restart without
+// persistence), the queue re-creates the group and serves the new entries.
+func TestGroupLostIsRecreated(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	if err := q.Drop(ctx); err != nil { // what a volatile restart leaves: nothing
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, job("a")); err != nil { // XADD re-creates the stream, not the group
+		t.Fatal(err)
+	}
+	inv, err := q.Inspect(ctx)
+	if err != nil || fmt.Sprint(inv.Queued) != "[a]" {
+		t.Fatalf("inspect = %+v, %v; want a queued", inv, err)
+	}
+	d, err := q.Lease(ctx, time.Minute)
+	if err != nil || d.Job.ID != "a" {
+		t.Fatalf("lease = %+v, %v; want a", d, err)
+	}
+}
+
+// Drop deletes the run's keys and nothing else.
+func TestDropTouchesOnlyTheRun(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	neighbour := Prefix(randomRunID()) + "stream"
+	if err := q.rdb.Set(ctx, neighbour, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer q.rdb.Del(context.Background(), neighbour)
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, job("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Nack(ctx, d, time.Hour); err != nil { // fills the delayed set
+		t.Fatal(err)
+	}
+	if err := q.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := keysWithPrefix(t, Prefix(strings.TrimSuffix(strings.TrimPrefix(q.stream, "durachk:"), ":stream"))); len(left) > 0 {
+		t.Errorf("keys of the run left: %v", left)
+	}
+	if n, err := q.rdb.Exists(ctx, neighbour).Result(); err != nil || n != 1 {
+		t.Errorf("neighbour key gone (exists=%d, %v)", n, err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        Options
+		settings    map[string]string
+		cfgErr      error
+		wantDurable bool
+		wantNote    string
+	}{
+		{"no persistence", Options{}, map[string]string{"appendonly": "no", "appendfsync": "everysec", "save": ""}, nil, false, "appendonly no"},
+		{"RDB snapshots only", Options{}, map[string]string{"appendonly": "no", "save": "3600 1"}, nil, false, "lost when the server is killed"},
+		{"AOF everysec", Options{}, map[string]string{"appendonly": "yes", "appendfsync": "everysec"}, nil, true, "cannot tell appendfsync always from everysec"},
+		{"AOF always", Options{}, map[string]string{"appendonly": "yes", "appendfsync": "always"}, nil, true, "power loss is not simulated"},
+		{"CONFIG refused", Options{}, map[string]string{}, errors.New("ERR unknown command 'CONFIG'"), false, "could not be read"},
+		{"MAXLEN trimming", Options{MaxLen: 10, Approximate: true}, map[string]string{"appendonly": "yes"}, nil, true, "MAXLEN ~ 10"},
+		{"MINID retention", Options{MinIDAge: time.Hour}, map[string]string{"appendonly": "yes"}, nil, true, "MINID now-1h0m0s"},
+		{"claim-min-idle", Options{ClaimMinIdle: time.Second}, map[string]string{"appendonly": "no"}, nil, false, "min-idle 1s (claim-min-idle)"},
+		{"extra notes", Options{Notes: []string{"private instance: appendonly=yes"}}, map[string]string{"appendonly": "no"}, nil, false, "private instance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := capabilities(tt.opts, "durachk:x:dead", tt.settings, tt.cfgErr)
+			if c.Broker != "redis" || c.Lease != adapters.Emulated || c.LeaseExtension != adapters.Emulated || c.Token != adapters.Emulated ||
+				!c.FencedAck || c.DeliveryCount != adapters.Emulated || c.DeadLetter != adapters.Emulated || c.DelayedNack != adapters.Emulated ||
+				c.FIFO || c.BrokerKill {
+				t.Errorf("capabilities %+v", c)
+			}
+			if c.Durable != tt.wantDurable {
+				t.Errorf("durable %v, want %v", c.Durable, tt.wantDurable)
+			}
+			notes := strings.Join(c.Notes, "\n")
+			for _, want := range []string{tt.wantNote, "JUSTID", "XACK checks no owner"} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("notes %q lack %q", notes, want)
+				}
+			}
+		})
+	}
+}
+
+// The live server's capabilities come from its own CONFIG.
+func TestCapabilitiesReadFromServer(t *testing.T) {
+	q := newQueue(t, Options{})
+	cfg, err := q.rdb.ConfigGet(context.Background(), "appendonly").Result()
+	if err != nil {
+		t.Skipf("CONFIG GET refused: %v", err)
+	}
+	if got, want := q.Capabilities().Durable, cfg["appendonly"] == "yes"; got != want {
+		t.Errorf("durable %v on a server with appendonly=%s", got, cfg["appendonly"])
+	}
+	if v := q.ServerVersion(); !strings.HasPrefix(v, "redis 7") && !strings.HasPrefix(v, "redis 8") {
+		t.Errorf("server version %q", v)
+	}
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		runID string
+		opts  Options
+	}{
+		{"empty run id", "", Options{}},
+		{"upper case run id", "Run1", Options{}},
+		{"run id with a colon", "run:1", Options{}},
+		{"run id with a glob", "r*", Options{}},
+		{"run id too long", strings.Repeat("a", 41), Options{}},
+		{"negative maxlen", "r1", Options{MaxLen: -1}},
+		{"maxlen and minid", "r1", Options{MaxLen: 5, MinID: "0"}},
+		{"negative claim-min-idle", "r1", Options{ClaimMinIdle: -time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Open(context.Background(), "redis://127.0.0.1:1/0", tt.runID, tt.opts); err == nil {
+				t.Error("Open accepted it")
+			}
+		})
+	}
+}
+
+func TestUnreachableIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const pw = "s3cret-Passw0rd"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Open(ctx, "redis://durachk:"+pw+"@"+addr+"/0", "tunreachable", Options{})
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Fatalf("open = %v, want ErrUnavailable", err)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("error contains the password: %v", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, "ok"},
+		{"deadline", context.DeadlineExceeded, "ambiguous"},
+		{"connection lost mid-request", io.ErrUnexpectedEOF, "ambiguous"},
+		{"refused dial", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, "unavailable"},
+		{"reset after write", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, "ambiguous"},
+		{"pool timeout", goredis.ErrPoolTimeout, "unavailable"},
+		{"closed client", goredis.ErrClosed, "closed"},
+		{"loading", replyErr("LOADING Redis is loading the dataset in memory"), "unavailable"},
+		{"read only replica", replyErr("READONLY You can't write against a read only replica."), "unavailable"},
+		{"other reply", replyErr("ERR syntax error"), "error: ERR syntax error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outcome(classify(tt.err)); got != tt.want {
+				t.Errorf("classify(%v) = %s, want %s", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClosed(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Close()
+	_ = q.Close()
+	for name, err := range map[string]error{
+		"enqueue": q.Enqueue(ctx, job("b")),
+		"lease":   func() error { _, err := q.Lease(ctx, time.Minute); return err }(),
+		"ack":     q.Ack(ctx, d),
+		"extend":  q.Extend(ctx, d, time.Minute),
+		"inspect": func() error { _, err := q.Inspect(ctx); return err }(),
+		"drop":    q.Drop(ctx),
+	} {
+		if !errors.Is(err, adapters.ErrClosed) {
+			t.Errorf("%s on a closed queue = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// replyErr is an error reply of the server, as go-redis reports it.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
