@@ -147,7 +147,10 @@ func run(args []string) error {
 	var co cli.RunOptions
 	cleanupCmd := &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove what earlier runs left behind on each target",
+		Short: "Remove what earlier runs left behind on each target (never while another durachk run uses it)",
+		Long: "Remove what earlier runs left behind on each target, through the target kind's cleanup.\n" +
+			"Kinds without one say so. A kind's cleanup may remove every durachk namespace it finds:\n" +
+			"do not run it while another durachk run uses the same broker or effect store.",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cli.Cleanup(ctx, co, cmd.OutOrStdout())
