@@ -151,7 +151,7 @@ func run(args []string) error {
 		Long: "Remove what earlier runs left behind on each target, through the target kind's cleanup.\n" +
 			"Kinds without one say so. A kind's cleanup may remove every durachk namespace it finds:\n" +
 			"do not run it while another durachk run uses the same broker or effect store.",
-		Args:  noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cli.Cleanup(ctx, co, cmd.OutOrStdout())
 		},
