@@ -42,9 +42,12 @@ const DefaultScale = 0.1
 // Target is a real broker run with real processes. Execute may be called
 // concurrently; every call provisions its own namespace.
 type Target struct {
-	Spec       targets.Spec
-	Scale      float64
-	Log        io.Writer // progress lines; nil: none
+	Spec  targets.Spec
+	Scale float64
+	Log   io.Writer // progress lines; nil: none
+	// OnRun, if set, is told the run id and directory of every Execute as it
+	// starts (tests use it to check that nothing of the run is left).
+	OnRun      func(runID, dir string)
 	caps       adapters.Capabilities
 	measuredOn string
 }
@@ -137,6 +140,9 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	if r.dir, err = os.MkdirTemp("", "durachk-"+r.spec.RunID+"-"); err != nil {
 		return ex, err
+	}
+	if t.OnRun != nil {
+		t.OnRun(r.spec.RunID, r.dir)
 	}
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {

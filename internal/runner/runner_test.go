@@ -1,0 +1,149 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/adapters/pg/pgdb"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// TestMain lets the test binary play `durachk worker`: the runner re-executes
+// its own binary for every child process.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "worker" && os.Args[2] == "--config" {
+		if err := Child(context.Background(), os.Args[3]); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func pgTarget(t *testing.T) *Target {
+	t.Helper()
+	url := os.Getenv("DURACHK_PG_URL")
+	if url == "" {
+		t.Skip("DURACHK_PG_URL is not set: no Postgres to run real processes against")
+	}
+	spec, err := targets.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// leftovers lists what a run left: its schemas, its run directory, live children.
+func leftovers(t *testing.T, runID, dir string) []string {
+	t.Helper()
+	var left []string
+	db, err := pgdb.Open(context.Background(), os.Getenv("DURACHK_PG_URL"), pgdb.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Pool.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, "durachk_"+runID+"%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		left = append(left, "schema "+n)
+	}
+	rows.Close()
+	if _, err := os.Stat(dir); err == nil {
+		left = append(left, "directory "+dir)
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), dir) {
+			left = append(left, "process "+p.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return left
+}
+
+// A crash between the writes and COMMIT leaves neither result nor event; a crash
+// after COMMIT and before the ack dedupes on redelivery — on real processes.
+func TestOutboxAtomicOnPostgres(t *testing.T) {
+	tg := pgTarget(t)
+	var runID, dir string
+	tg.OnRun = func(id, d string) { runID, dir = id, d }
+	c, _ := contracts.Lookup("outbox.atomic")
+	r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != contracts.Pass {
+		t.Fatalf("outbox.atomic on postgres: %s: %s", r.Verdict, r.Reason)
+	}
+	for _, k := range []string{"crash:mid_commit", "crash:after_commit_before_ack"} {
+		if r.Stats.Faults[k] == 0 {
+			t.Errorf("no %s applied: %v", k, r.Stats.Faults)
+		}
+	}
+	if r.Stats.Deduped == 0 {
+		t.Error("no commit deduped after a crash after COMMIT")
+	}
+	if left := leftovers(t, runID, dir); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// Every sabotage that the postgres target can run is caught on real processes.
+func TestSelftestOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	tg := pgTarget(t)
+	for _, c := range contracts.Catalogue {
+		for _, s := range c.Sabotages {
+			t.Run(c.ID+"/"+s.Name, func(t *testing.T) {
+				r, err := contracts.EvaluateSabotage(context.Background(), tg, c, s, contracts.Options{Seed: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Verdict == contracts.Skipped {
+					t.Skip(r.Reason)
+				}
+				if r.Verdict != contracts.Violated || len(r.Violations) == 0 || len(r.Violations[0].Witness) == 0 {
+					t.Fatalf("sabotage %s not caught on postgres: %s: %s", s.Name, r.Verdict, r.Reason)
+				}
+			})
+		}
+	}
+}
+
+// A run cancelled mid-way (SIGINT in the CLI) leaves no schema, child process or
+// directory behind.
+func TestCancelledRunLeavesNothing(t *testing.T) {
+	tg := pgTarget(t)
+	var runID, dir string
+	tg.OnRun = func(id, d string) { runID, dir = id, d }
+	c, _ := contracts.Lookup("lease.heartbeat") // slow jobs: still running after a second
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err := contracts.Evaluate(ctx, tg, c, contracts.Options{Seed: 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Evaluate after cancel: %v, want the context's error", err)
+	}
+	if runID == "" {
+		t.Fatal("the run never started")
+	}
+	if left := leftovers(t, runID, dir); len(left) > 0 {
+		t.Errorf("left behind after cancel: %v", left)
+	}
+}
