@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -82,6 +83,45 @@ func (t *Target) Name() string                        { return t.Spec.Name }
 func (t *Target) MeasuredOn() string                  { return t.measuredOn }
 func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 
+// selfServes is set by ServeChildIfAsked: this binary (a test binary) can act
+// as `durachk worker`.
+var selfServes bool
+
+// ServeChildIfAsked lets a test binary that drives real targets be its own
+// worker: call it first in TestMain. When the binary was started as a child
+// (`<binary> worker --config FILE`) it runs the child and exits; otherwise it
+// returns and the runner may re-execute the binary for its children.
+func ServeChildIfAsked() {
+	if len(os.Args) == 4 && os.Args[1] == "worker" && os.Args[2] == "--config" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		err := Child(ctx, os.Args[3])
+		stop()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	selfServes = true
+}
+
+// workerBinary is the program started as `worker` for every child process:
+// $DURACHK_BIN, else this binary — unless it is a test binary that cannot serve
+// as a worker (it would run its tests again in every child).
+func workerBinary() (string, error) {
+	if b := os.Getenv("DURACHK_BIN"); b != "" {
+		return b, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if strings.HasSuffix(self, ".test") && !selfServes {
+		return "", fmt.Errorf("%s is a test binary: call runner.ServeChildIfAsked in TestMain, or set DURACHK_BIN to a durachk binary", self)
+	}
+	return self, nil
+}
+
 func newRunID() string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
@@ -135,7 +175,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
 		r.spec.Volatile, r.spec.BreakOrder = s.Volatile, s.BreakOrder
 	}
-	if r.self, err = os.Executable(); err != nil {
+	if r.self, err = workerBinary(); err != nil {
 		return ex, err
 	}
 	if r.dir, err = os.MkdirTemp("", "durachk-"+r.spec.RunID+"-"); err != nil {

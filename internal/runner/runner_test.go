@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -17,13 +16,7 @@ import (
 // TestMain lets the test binary play `durachk worker`: the runner re-executes
 // its own binary for every child process.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 4 && os.Args[1] == "worker" && os.Args[2] == "--config" {
-		if err := Child(context.Background(), os.Args[3]); err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	ServeChildIfAsked()
 	os.Exit(m.Run())
 }
 
