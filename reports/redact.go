@@ -10,108 +10,27 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/redact"
 )
 
 // Redacted replaces every credential in a report.
-const Redacted = "xxxxx"
+const Redacted = redact.Mask
 
 // sensitive reports whether a knob or query parameter name looks like it holds
 // a credential.
-func sensitive(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"password", "passwd", "secret", "token", "credential", "auth", "access_key", "accesskey", "access-key", "session", "private_key", "apikey", "api_key", "api-key"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return n == "pw" || n == "pass" || n == "key_id" || n == "sig" || n == "signature"
-}
+func sensitive(name string) bool { return redact.Sensitive(name) }
 
 // RedactURL replaces the password of a URL's user info and the value of every
 // secret-looking query parameter with xxxxx. A string that is not a URL comes
 // back unchanged.
-func RedactURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok || scheme == "" || strings.ContainsAny(scheme, " \t/") {
-		return s
-	}
-	// User info: everything before the last @ of the authority.
-	authEnd := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authEnd = i
-	}
-	if at := strings.LastIndex(rest[:authEnd], "@"); at >= 0 {
-		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
-			rest = user + ":" + Redacted + rest[at:]
-		}
-	}
-	base, query, hasQ := strings.Cut(rest, "?")
-	if !hasQ {
-		return scheme + "://" + rest
-	}
-	frag := ""
-	if i := strings.Index(query, "#"); i >= 0 {
-		query, frag = query[:i], query[i:]
-	}
-	parts := strings.Split(query, "&")
-	for i, p := range parts {
-		k, _, hasV := strings.Cut(p, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			name = k
-		}
-		if hasV && sensitive(name) {
-			parts[i] = k + "=" + Redacted
-		}
-	}
-	return scheme + "://" + base + "?" + strings.Join(parts, "&") + frag
-}
+func RedactURL(s string) string { return redact.URL(s) }
 
 // RedactCommand redacts every URL-looking word of a command line (also
 // --flag=URL forms).
-func RedactCommand(cmd string) string {
-	words := strings.Split(cmd, " ")
-	for i, w := range words {
-		if !strings.Contains(w, "://") {
-			continue
-		}
-		if k, v, ok := strings.Cut(w, "="); ok && strings.HasPrefix(k, "-") && strings.Contains(v, "://") {
-			words[i] = k + "=" + RedactURL(v)
-			continue
-		}
-		prefix := ""
-		for len(w) > 0 && (w[0] == '\'' || w[0] == '"') {
-			prefix, w = prefix+w[:1], w[1:]
-		}
-		words[i] = prefix + RedactURL(w)
-	}
-	return strings.Join(words, " ")
-}
+func RedactCommand(cmd string) string { return redact.Command(cmd) }
 
-// Secrets returns the credentials a URL carries (its password and the values
-// of secret-looking query parameters), for Scrub.
-func Secrets(raw string) []string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			out = append(out, pw)
-		}
-	}
-	for k, vs := range u.Query() {
-		if sensitive(k) {
-			for _, v := range vs {
-				if v != "" {
-					out = append(out, v)
-				}
-			}
-		}
-	}
-	return out
-}
+// Secrets returns the credentials a URL carries, for Scrub.
+func Secrets(raw string) []string { return redact.Secrets(raw) }
 
 // DescribeTarget describes t for a report. rawURL (may be empty, e.g. for mem)
 // is the target's URL with its knobs; it is redacted here, and its query

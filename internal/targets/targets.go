@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/pipeline/pgstore"
 )
@@ -127,22 +128,9 @@ func Parse(raw string) (Spec, error) {
 	return s, nil
 }
 
-// Redact removes any password from a URL-like string.
-func Redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
-	}
-	user, _, hasPw := strings.Cut(rest[:at], ":")
-	if !hasPw {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
+// Redact removes the password and every secret-looking query parameter from a
+// URL-like string.
+func Redact(s string) string { return redact.URL(s) }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9]{4,24}$`)
 
