@@ -184,6 +184,14 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	if t.OnRun != nil {
 		t.OnRun(r.spec.RunID, r.dir)
 	}
+	// The run is live for `durachk cleanup` until its teardown is done: the lock
+	// is released by the first defer, which runs last.
+	release, err := targets.HoldRun(ctx, r.spec)
+	if err != nil {
+		os.RemoveAll(r.dir)
+		return ex, err
+	}
+	defer release()
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
 		r.stopAll()

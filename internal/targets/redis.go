@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -65,7 +66,51 @@ func init() {
 		},
 		StartPrivate:    startPrivateRedis,
 		CanStartPrivate: canStartPrivateRedis,
+		Cleanup:         cleanupRedis,
 	})
+}
+
+// runKeyRE matches exactly the keys a run creates (rq.Prefix + stream, delayed
+// or dead); cleanup never deletes anything else.
+var runKeyRE = regexp.MustCompile(`^durachk:[a-z0-9]{1,40}:(stream|delayed|dead)$`)
+
+// cleanupRedis deletes the keys of runs that were killed before their teardown
+// (found with SCAN, never KEYS), and the effect store's durachk_* schemas. Like
+// the Postgres cleanup, it must not run while another durachk run uses the
+// same server.
+func cleanupRedis(ctx context.Context, s Spec) ([]string, error) {
+	o, err := goredis.ParseURL(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
+	}
+	o.PoolSize, o.MaxRetries, o.DisableIdentity = 1, -1, true
+	c := goredis.NewClient(o)
+	defer c.Close()
+	var removed []string
+	live, done, err := LiveRuns(ctx, s.StoreURL)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	it := c.Scan(ctx, 0, "durachk:*", 500).Iterator()
+	for it.Next(ctx) {
+		k := it.Val()
+		if !runKeyRE.MatchString(k) || live(strings.Split(k, ":")[1]) {
+			continue
+		}
+		if err := c.Del(ctx, k).Err(); err != nil {
+			return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
+		}
+		removed = append(removed, "redis key "+k)
+	}
+	if err := it.Err(); err != nil {
+		return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
+	}
+	if s.StoreURL == "" {
+		return removed, nil
+	}
+	dropped, err := dropDurachkSchemas(ctx, s.StoreURL, s.StoreURL, nil)
+	return append(removed, dropped...), err
 }
 
 func parseRedis(raw string, u *url.URL) (Spec, error) {
