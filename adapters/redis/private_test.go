@@ -192,3 +192,52 @@ func testURL(t testing.TB) string {
 	}
 	return u
 }
+
+// Cleanup deletes the keys runs create and nothing else. It runs against a
+// private server: on a shared one it would take the keys of live runs too.
+func TestCleanupDeletesOnlyRunKeys(t *testing.T) {
+	if err := targets.CanKillBroker(targets.Spec{Kind: "redis"}); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, err := targets.Parse("redis://127.0.0.1:6379/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.RunID = "tcleanup"
+	inst, pspec, err := targets.StartPrivate(ctx, spec, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Stop()
+	q, err := targets.OpenQueue(ctx, pspec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.Enqueue(ctx, adapters.Job{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := q.(*rq.Queue).Client()
+	keep := []string{"durachk:tcleanup:notours", "durachk:Upper:stream", "orders:stream", "durachk"}
+	for _, k := range keep {
+		if err := rdb.Set(ctx, k, "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, _ := targets.Lookup("redis")
+	pspec.StoreURL = "" // the shared effect store is not this test's to clean
+	removed, err := k.Cleanup(ctx, pspec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(removed) != "[redis key durachk:tcleanup:stream]" {
+		t.Errorf("removed %v, want the run's stream only", removed)
+	}
+	for _, k := range keep {
+		if n, err := rdb.Exists(ctx, k).Result(); err != nil || n != 1 {
+			t.Errorf("cleanup deleted %s", k)
+		}
+	}
+}
