@@ -35,9 +35,11 @@ const MaxHistoryOps = 4000
 // holds every wall-clock measurement, kept apart so that two runs with one seed
 // compare equal without it.
 type Document struct {
-	Schema  string             `json:"schema"`
-	Version string             `json:"durachk_version"`
-	Seed    uint64             `json:"seed"`
+	Schema  string `json:"schema"`
+	Version string `json:"durachk_version"`
+	Seed    uint64 `json:"seed"`
+	// Jobs is the --jobs of the run (0: each contract's default).
+	Jobs    int                `json:"jobs,omitempty"`
 	Command string             `json:"command"`
 	Targets []TargetInfo       `json:"targets"`
 	Results []contracts.Result `json:"results"`

@@ -170,7 +170,20 @@ func run(args []string) error {
 	}
 	workerCmd.Flags().StringVar(&workerConfig, "config", "", "child config file")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, workerCmd)
+	var ro cli.ReplayOptions
+	replayCmd := &cobra.Command{
+		Use:   "replay result.json",
+		Short: "Re-run a past run's results with their seeds and say which reproduced",
+		Args:  exactlyOne,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ro.Result = args[0]
+			return cli.Replay(ctx, ro, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
+	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
+
+	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -182,6 +195,13 @@ func run(args []string) error {
 func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		return cli.ConfigError(fmt.Errorf("unexpected argument %q", args[0]))
+	}
+	return nil
+}
+
+func exactlyOne(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return cli.ConfigError(fmt.Errorf("want exactly one result.json, got %d arguments", len(args)))
 	}
 	return nil
 }

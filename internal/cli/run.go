@@ -199,6 +199,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		return ConfigError(fmt.Errorf("--jobs %d: want a positive number", o.Jobs))
 	}
 	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
+	doc.Jobs = o.Jobs
 	prog := newProgress(stderr, len(ts)*len(cs))
 	lw.p = prog
 	var secrets []string
