@@ -567,7 +567,8 @@ func (r *run) consumeFired(c *child) {
 }
 
 // resumeZombies SIGCONTs a stopped worker once another worker has leased the job
-// it held (its lease expired and the job moved on), or after five leases.
+// it held and fenced the new token (its lease expired and the job moved on), or
+// after five leases.
 func (r *run) resumeZombies() {
 	for _, c := range r.slots {
 		if c.exited || c.cmd.Process == nil {
@@ -622,7 +623,9 @@ func (r *run) leasedElsewhere(z *child) bool {
 		needle := []byte(`"job":"` + z.stoppedJob + `"`)
 		for sc.Scan() {
 			line := sc.Bytes()
-			if bytes.Contains(line, needle) && bytes.Contains(line, []byte(`"type":"ok","f":"lease"`)) {
+			// The new holder has fenced its token in the store: from now on the
+			// zombie's token is stale there, whatever the order of the commits.
+			if bytes.Contains(line, needle) && bytes.Contains(line, []byte(`"type":"ok","f":"fence"`)) {
 				f.Close()
 				return true
 			}
