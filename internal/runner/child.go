@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 
@@ -62,7 +63,13 @@ func (h *childHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string
 		h.die(p, jobID)
 	case faults.PauseAt:
 		h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "pause", Key: string(p), Job: jobID, Target: h.env.Process})
+		// kill(SIGSTOP) returns before every thread is stopped: wait for the
+		// controller's SIGCONT, so that nothing of the pipeline runs in between.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-cont
+		signal.Stop(cont)
 		h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "resume", Key: string(p), Job: jobID, Target: h.env.Process})
 	}
 }
