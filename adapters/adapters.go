@@ -70,12 +70,17 @@ type Inspector interface {
 	Inspect(ctx context.Context) (Inventory, error)
 }
 
-// Inventory is what a queue holds at the end of a run, by job id.
+// Inventory is what a queue holds at the end of a run, by job id. A broker that
+// can count its messages but not name them (SQS) reports the count as Unnamed.
 type Inventory struct {
 	Queued       []string `json:"queued"`
 	InFlight     []string `json:"in_flight"`
 	DeadLettered []string `json:"dead_lettered"`
+	Unnamed      int      `json:"unnamed,omitempty"` // messages held whose jobs the broker cannot tell
 }
+
+// Empty reports whether nothing is queued or in flight.
+func (i Inventory) Empty() bool { return len(i.Queued) == 0 && len(i.InFlight) == 0 && i.Unnamed == 0 }
 
 // Support says how a broker provides an ability.
 type Support string

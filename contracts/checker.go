@@ -636,10 +636,14 @@ func (c *checker) finish(f Final) []string {
 				}
 			}
 			c.violate(PropMultipleTerminal, id, "more than one terminal outcome: "+strings.Join(outs, " and "), j.enqIdx, j.commitIdx, j.deadIdx, j.terminalIdx)
-		case n == 0 && j.inBroker:
+		case n == 0 && (j.inBroker || f.Broker.Unnamed > 0):
 			c.st.NotDrained++
 			if len(unknown) < 5 {
-				unknown = append(unknown, fmt.Sprintf("job %s is still in the broker at the end", id))
+				where := "is still in the broker at the end"
+				if !j.inBroker {
+					where = fmt.Sprintf("is unfinished while the broker still holds %d messages it cannot name", f.Broker.Unnamed)
+				}
+				unknown = append(unknown, fmt.Sprintf("job %s %s", id, where))
 			}
 		case n == 0:
 			c.violate(PropLost, id, "accepted by the broker, never finished, and no longer in the broker", j.enqIdx, j.firstLease, j.terminalIdx)

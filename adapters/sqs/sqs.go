@@ -28,8 +28,9 @@
 //   - Inspect reads ApproximateNumberOfMessages, ...NotVisible and ...Delayed.
 //     They are approximate: an empty answer is believed only when two reads a
 //     settle interval apart both say zero. SQS cannot list the ids of what is in
-//     a queue without receiving it, so Queued and InFlight hold placeholders
-//     ("sqs:queued:1", ...), counts only. Dead letters are read by receiving from
+//     a queue without receiving it, so the count goes into Inventory.Unnamed
+//     (the checker then calls an unfinished job unknown, never lost). Dead
+//     letters are read by receiving from
 //     the run's DLQ (nobody else consumes it) and making them visible again.
 //
 // Docs: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/
@@ -684,12 +685,8 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 			return inv, opErr("inspect", none, err)
 		}
 	}
-	for i := range c.Visible + c.Delayed {
-		inv.Queued = append(inv.Queued, "sqs:queued:"+strconv.Itoa(i+1))
-	}
-	for i := range c.NotVisible {
-		inv.InFlight = append(inv.InFlight, "sqs:in-flight:"+strconv.Itoa(i+1))
-	}
+	// SQS counts its messages (approximately) but cannot name them.
+	inv.Unnamed = int(c.Visible + c.Delayed + c.NotVisible)
 	if inv.DeadLettered, err = q.deadLettered(ctx); err != nil {
 		return adapters.Inventory{}, opErr("inspect", none, err)
 	}

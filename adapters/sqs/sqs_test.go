@@ -159,7 +159,7 @@ func runScript(t *testing.T, q fullQueue, steps []step) {
 			case err != nil:
 				got = outcome(err)
 			case s.op == "drained":
-				got = strconv.FormatBool(len(inv.Queued) == 0 && len(inv.InFlight) == 0)
+				got = strconv.FormatBool(inv.Empty())
 			default:
 				got = strings.Join(inv.DeadLettered, ",")
 			}

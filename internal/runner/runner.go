@@ -440,7 +440,7 @@ func queueEmpty(ctx context.Context, q adapters.Queue) bool {
 		return false
 	}
 	inv, err := in.Inspect(ctx)
-	return err == nil && len(inv.Queued) == 0 && len(inv.InFlight) == 0
+	return err == nil && inv.Empty()
 }
 
 // supervise runs the fault plan and the supervisor until the run drains, hits
@@ -582,7 +582,7 @@ func (r *run) resumeZombies() {
 			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "stopped", Job: c.stoppedJob, Target: c.name})
 		case stopped:
 			held := time.Since(c.stoppedAt)
-			if held > r.sc.Lease && (r.leasedElsewhere(c) || held > 5*r.sc.Lease) {
+			if held > r.sc.Lease && (r.leasedElsewhere(c) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
 				c.stoppedAt = time.Time{}
