@@ -862,11 +862,33 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 		if err := count(); err != nil {
 			return err
 		}
-		// Connections of processes that just exited may still be closing.
+		// Connections of processes that just exited may still be closing; a
+		// process that lost its connection (broker restart) may be reconnecting.
 		for i := 0; i < 3 && others > 0 && ready+delayed+held > 0; i++ {
 			time.Sleep(20 * time.Millisecond)
 			if err := count(); err != nil {
 				return err
+			}
+		}
+		for i := 0; i < 6 && others == 0 && ready+delayed > 0; i++ {
+			time.Sleep(50 * time.Millisecond)
+			if err := count(); err != nil {
+				return err
+			}
+		}
+		if q.quorum && ready == 0 {
+			// A quorum queue without a leader (just after a node restart) reports
+			// 0 messages: only a basic.get answered by the leader proves it empty.
+			m, ok, err := c.insp.Get(q.names.main, false)
+			if err != nil {
+				c.insp = nil
+				return q.unavailable(err)
+			}
+			if ok {
+				ready = 1
+				if err := c.insp.Reject(m.DeliveryTag, true); err != nil {
+					c.insp = nil
+				}
 			}
 		}
 		for i := range held {
