@@ -298,22 +298,37 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 }
 
 // assignFaults splits the plan's crash and pause points over the process slots:
-// relay points to the relay, worker points round-robin over the workers, each
-// counted in the slot's own arrivals.
+// relay points to the relay, worker points round-robin over the workers by the
+// plan's n-th arrival. Within a slot the faults of one point fire at its first,
+// second, ... arrival there, so that a fault cannot go unfired because the jobs
+// happened to spread unevenly over the workers.
 func (r *run) assignFaults() {
 	n := max(r.sc.Workers, 1)
+	var fs []faults.Fault
 	for _, f := range r.sc.Plan.Faults {
-		if f.Kind != faults.CrashAt && f.Kind != faults.PauseAt {
-			continue
+		if f.Kind == faults.CrashAt || f.Kind == faults.PauseAt {
+			fs = append(fs, f)
 		}
-		if f.Point == string(pipeline.AfterPublishBeforeMark) {
-			f.Nth = max(f.Nth, 1)
-			r.pending["relay"] = append(r.pending["relay"], f)
-			continue
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Nth < fs[j].Nth })
+	for _, f := range fs {
+		slot := "relay"
+		if f.Point != string(pipeline.AfterPublishBeforeMark) {
+			slot = fmt.Sprintf("w%d", (max(f.Nth, 1)-1)%n+1)
 		}
-		slot := fmt.Sprintf("w%d", (f.Nth-1)%n+1)
-		f.Nth = (f.Nth-1)/n + 1
 		r.pending[slot] = append(r.pending[slot], f)
+	}
+	for slot := range r.pending {
+		renumber(r.pending[slot])
+	}
+}
+
+// renumber makes the k-th fault of each point fire at the k-th arrival there.
+func renumber(fs []faults.Fault) {
+	k := map[string]int{}
+	for i := range fs {
+		k[fs[i].Point]++
+		fs[i].Nth = k[fs[i].Point]
 	}
 }
 
@@ -556,14 +571,21 @@ func (r *run) reap() error {
 // fired; the next incarnation counts arrivals afresh.
 func (r *run) consumeFired(c *child) {
 	ops, _ := history.ReadFile(c.hist)
-	fired := 0
+	p := r.pending[c.slot]
 	for _, op := range ops {
-		if op.F == history.Fault && (op.Value == "crash" || op.Value == "pause") && op.Key != string(pipeline.Poison) {
-			fired++
+		if op.F != history.Fault || op.Key == string(pipeline.Poison) {
+			continue
+		}
+		kind := map[string]faults.Kind{"crash": faults.CrashAt, "pause": faults.PauseAt}[op.Value]
+		for i, f := range p {
+			if f.Kind == kind && f.Point == op.Key {
+				p = append(p[:i:i], p[i+1:]...)
+				break
+			}
 		}
 	}
-	p := r.pending[c.slot]
-	r.pending[c.slot] = p[min(fired, len(p)):]
+	renumber(p)
+	r.pending[c.slot] = p
 }
 
 // resumeZombies SIGCONTs a stopped worker once another worker has leased the job
