@@ -46,7 +46,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +94,11 @@ type Options struct {
 	Transient bool
 	// Heartbeat is the AMQP heartbeat; 0: DefaultHeartbeat.
 	Heartbeat time.Duration
+	// DelayQueue emulates a delayed nack with the run's delay queue (republish
+	// with a per-message TTL, dead-lettered back). Off (the default), Nack
+	// requeues at once, as RabbitMQ does: the delay is not honoured, but a lost
+	// reply can never leave two copies of a job.
+	DelayQueue bool
 	// Volatile is the negative control of durability.ack: a classic, non-durable
 	// queue with transient messages, whatever Args say. Never set it otherwise.
 	Volatile bool
@@ -431,7 +435,13 @@ func capabilities(o Options, quorum, dlx bool, version string) adapters.Capabili
 		fmt.Sprintf("no per-message lease: an unacked delivery returns when its channel or connection closes (SIGKILL: at once; SIGSTOP: after the heartbeat timeout, heartbeat %s) or after the consumer timeout; the lease duration is honoured only lazily, by the holding process's next Lease; no lease extension", o.Heartbeat),
 		"fenced ack: a delivery tag is valid only on the channel that received it; a delivery of a closed channel is refused (lease lost) without being sent",
 		"ack is followed by a synchronous basic.cancel: a connection lost before its reply makes the ack ambiguous",
-		"delayed nack is emulated: the job is republished to the run's delay queue with a per-message TTL and dead-lettered back (per-message TTLs expire at the head of a queue only: a retry may wait longer than its delay)",
+	}
+	if o.DelayQueue {
+		c.DelayedNack = adapters.Emulated
+		notes = append(notes, "delayed nack is emulated: the job is republished to the run's delay queue with a per-message TTL and dead-lettered back (per-message TTLs expire at the head of a queue only: a retry may wait longer than its delay; a confirm lost with the connection leaves two copies of the job)")
+	} else {
+		c.DelayedNack = adapters.None
+		notes = append(notes, "no delayed nack: basic.nack requeues at once (the retry delay is not honoured; on quorum queues every nack counts towards x-delivery-count and the delivery limit)")
 	}
 	if o.Prefetch > 0 {
 		notes = append(notes, fmt.Sprintf("prefetch %d: deliveries buffered in a process before they are leased are unacked on the broker; their returns count as deliveries on quorum queues, and Inspect does not see them", o.Prefetch))
@@ -785,16 +795,18 @@ func (q *Queue) copyOf(h *holding, headers amqp.Table) amqp.Publishing {
 		Headers: hd, Body: h.msg.Body}
 }
 
-// Nack returns the job to the queue: at once (basic.nack with requeue) when
-// delay is 0, else by republishing it to the run's delay queue with a per-message
-// TTL of delay, then acking the delivery (emulated).
+// Nack returns the job to the queue: at once (basic.nack with requeue; the
+// delay is not honoured) unless Options.DelayQueue is set and delay > 0: then by
+// republishing it to the run's delay queue with a per-message TTL of delay and
+// acking the delivery (emulated; a lost confirm followed by a lost connection
+// leaves two copies of the job).
 func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
 	return opErr("nack", d, q.do(ctx, func(c *conn) error {
 		h, err := q.current(c, d)
 		if err != nil {
 			return err
 		}
-		if delay <= 0 {
+		if delay <= 0 || !q.opts.DelayQueue {
 			return q.settle(c, h, d.Receipt, func() error { return c.ch.Nack(h.tag, false, true) })
 		}
 		msg := q.copyOf(h, nil)
@@ -968,6 +980,5 @@ func (q *Queue) browse(c *conn, queue string) ([]string, error) {
 		}
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
 	return ids, nil
 }

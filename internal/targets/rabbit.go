@@ -26,11 +26,14 @@ import (
 //	persistent=true|false      delivery mode 2 (default true)
 //	heartbeat=s                AMQP heartbeat in seconds (default 1: a paused worker
 //	                           loses its deliveries after about two missed beats)
+//	delayed-nack=requeue|delay-queue  requeue (default): basic.nack requeues at
+//	                           once, no delay; delay-queue: emulated with a per-run
+//	                           TTL queue (a lost confirm can duplicate a job)
 //	name=...                   the target's name in reports
 //
 // The driver's own parameters (connection_timeout, channel_max, frame_max,
 // auth_mechanism, TLS files) pass through.
-var rabbitKnobs = map[string]bool{"expiration": true, "prefetch": true, "confirms": true, "persistent": true, "heartbeat": true, "name": true}
+var rabbitKnobs = map[string]bool{"delayed-nack": true, "expiration": true, "prefetch": true, "confirms": true, "persistent": true, "heartbeat": true, "name": true}
 
 const rabbitArgPrefix = "queue-arguments."
 
@@ -97,6 +100,9 @@ func parseRabbit(raw string, u *url.URL) (Spec, error) {
 			}
 		}
 	}
+	if v, ok := opts["delayed-nack"]; ok && !oneOf(v, "requeue", "delay-queue") {
+		return Spec{}, fmt.Errorf("%w: delayed-nack=%q: want requeue or delay-queue", ErrBadTarget, v)
+	}
 	if opts["heartbeat"] == "0" {
 		return Spec{}, fmt.Errorf("%w: heartbeat=0: durachk needs heartbeats, or a paused worker keeps its deliveries until TCP gives up", ErrBadTarget)
 	}
@@ -134,7 +140,7 @@ func rabbitArg(v string) any {
 
 func rabbitOptions(s Spec) (rabbit.Options, error) {
 	o := rabbit.Options{Args: map[string]any{}, Volatile: s.Volatile,
-		NoConfirms: s.Options["confirms"] == "false", Transient: s.Options["persistent"] == "false"}
+		NoConfirms: s.Options["confirms"] == "false", DelayQueue: s.Options["delayed-nack"] == "delay-queue", Transient: s.Options["persistent"] == "false"}
 	keys := make([]string, 0, len(s.Options))
 	for k := range s.Options {
 		keys = append(keys, k)

@@ -1,0 +1,590 @@
+package rabbit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+)
+
+// testURL is the RabbitMQ the tests run against, e.g.
+// amqp://guest:guest@127.0.0.1:5672/.
+func testURL(t testing.TB) string {
+	u := os.Getenv("DURACHK_AMQP_URL")
+	if u == "" {
+		t.Skip("DURACHK_AMQP_URL is not set: the RabbitMQ queue tests need a broker, e.g. DURACHK_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/")
+	}
+	return u
+}
+
+func randomRunID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+var (
+	classic = Options{Args: map[string]any{"x-queue-type": "classic"}}
+	quorum  = Options{Args: map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5), "x-dead-letter-exchange": "dlx"}}
+)
+
+// newQueue opens a queue of a fresh run and drops it when the test ends.
+func newQueue(t testing.TB, opts Options) *Queue {
+	t.Helper()
+	url := testURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := Open(ctx, url, randomRunID(), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		drop(t, url, q)
+		_ = q.Close()
+	})
+	return q
+}
+
+// drop deletes q's queues over a connection of its own, so that a test may
+// close or drop its queue itself, and checks that nothing of the run is left.
+func drop(t testing.TB, url string, q *Queue) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	other, err := Open(ctx, url, q.runID, q.opts)
+	if err != nil {
+		t.Errorf("drop: %v", err)
+		return
+	}
+	defer other.Close()
+	if err := other.Drop(ctx); err != nil {
+		t.Errorf("drop: %v", err)
+	}
+	c, err := amqp.Dial(url)
+	if err != nil {
+		t.Errorf("drop: %v", err)
+		return
+	}
+	defer c.Close()
+	for _, n := range q.Names() {
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDeclarePassive(n, false, false, false, false, nil); err == nil {
+			t.Errorf("queue %s is left after Drop", n)
+			ch.Close()
+		}
+	}
+	if x := q.DeadLetterExchange(); x != "" {
+		ch, _ := c.Channel()
+		if err := ch.ExchangeDeclarePassive(x, "fanout", true, false, false, false, nil); err == nil {
+			t.Errorf("exchange %s is left after Drop", x)
+		}
+	}
+}
+
+func job(id string) adapters.Job {
+	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
+		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5}
+}
+
+// step is one call of a queue script; d names a delivery by the order in which
+// the script's leases returned it.
+type step struct {
+	op   string // enqueue, lease, ack, nack, dead, sleep, inspect, reconnect
+	arg  string
+	d    int
+	dur  time.Duration
+	want string
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, adapters.ErrStaleToken), errors.Is(err, adapters.ErrLeaseLost):
+		return "lost" // the port allows either for a delivery that is no longer current
+	case errors.Is(err, adapters.ErrNoJob):
+		return "none"
+	case errors.Is(err, adapters.ErrClosed):
+		return "closed"
+	case errors.Is(err, adapters.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, adapters.ErrAmbiguous):
+		return "ambiguous"
+	}
+	return "error: " + err.Error()
+}
+
+type scriptQueue interface {
+	adapters.Queue
+	adapters.DeadLetterer
+	adapters.Inspector
+}
+
+// runScript runs steps against q. withCount: the script's lease lines show the
+// broker's attempt (a, for a target that counts) and always the token (t).
+func runScript(t *testing.T, q scriptQueue, steps []step) {
+	t.Helper()
+	ctx := context.Background()
+	var ds []adapters.Delivery
+	for i, s := range steps {
+		var got string
+		switch s.op {
+		case "enqueue":
+			got = outcome(q.Enqueue(ctx, job(s.arg)))
+		case "lease":
+			d, err := q.Lease(ctx, s.dur)
+			if got = outcome(err); err == nil {
+				ds = append(ds, d)
+				got = fmt.Sprintf("%s t%d", d.Job.ID, d.Token)
+			}
+		case "ack":
+			got = outcome(q.Ack(ctx, ds[s.d]))
+		case "nack":
+			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
+		case "dead":
+			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
+		case "sleep":
+			time.Sleep(s.dur)
+			continue
+		case "reconnect":
+			// The connection dies, as a heartbeat timeout or a partition ends it.
+			if rq, ok := q.(*Queue); ok {
+				rq.mu.Lock()
+				rq.cur.c.Close()
+				rq.mu.Unlock()
+			} else {
+				// The reference broker: the lease simply runs out.
+				for _, d := range ds {
+					_ = q.Nack(ctx, d, 0)
+				}
+			}
+			continue
+		case "inspect":
+			inv, err := q.Inspect(ctx)
+			got = fmt.Sprintf("queued=%v inflight=%d dead=%v %s", inv.Queued, len(inv.InFlight), inv.DeadLettered, outcome(err))
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		if got != s.want {
+			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
+		}
+	}
+}
+
+const (
+	long  = time.Minute
+	short = 100 * time.Millisecond
+	past  = 300 * time.Millisecond
+)
+
+// scripts hold on the reference broker and on RabbitMQ alike (where a script
+// only holds on RabbitMQ, mem is false). Tokens are those of a quorum queue;
+// classic queues give the same ones here (one redelivery at most per script).
+var scripts = []struct {
+	name       string
+	mem        bool
+	delayQueue bool // needs Options.DelayQueue
+	steps      []step
+}{
+	{name: "lease then ack", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[] inflight=1 dead=[] ok"},
+		{op: "ack", d: 0, want: "ok"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "inspect", want: "queued=[] inflight=0 dead=[] ok"},
+	}},
+	{name: "acceptance order", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "enqueue", arg: "c", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "lease", dur: long, want: "b t1"},
+		{op: "lease", dur: long, want: "c t1"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "inspect", want: "queued=[] inflight=3 dead=[] ok"},
+	}},
+	{name: "inspect names what is ready (at the end of a run: no other process connected)", mem: true, steps: []step{
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "inspect", want: "queued=[b a] inflight=0 dead=[] ok"},
+	}},
+	{name: "a closed connection returns the delivery; the old holder is refused", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "reconnect"},
+		{op: "lease", dur: long, want: "a t2"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "nack", d: 0, want: "lost"},
+		{op: "dead", d: 0, want: "lost"},
+		{op: "ack", d: 1, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+	}},
+	{name: "an expired lease is returned by the holder's next lease", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: short, want: "a t1"},
+		{op: "sleep", dur: past},
+		{op: "lease", dur: long, want: "a t2"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "ack", d: 1, want: "ok"},
+	}},
+	{name: "nack at once", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "nack", d: 0, want: "ok"},
+		{op: "lease", dur: long, want: "a t2"},
+		{op: "nack", d: 0, want: "lost"},
+		{op: "ack", d: 1, want: "ok"},
+	}},
+	{name: "nack with delay", mem: true, delayQueue: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "nack", d: 0, dur: 200 * time.Millisecond, want: "ok"},
+		{op: "lease", dur: long, want: "none"},
+		{op: "sleep", dur: 500 * time.Millisecond},
+		{op: "lease", dur: long, want: "a t2"},
+		{op: "nack", d: 1, dur: 50 * time.Millisecond, want: "ok"},
+		{op: "sleep", dur: 300 * time.Millisecond},
+		{op: "lease", dur: long, want: "a t3"},
+	}},
+	{name: "without the delay queue a nack requeues at once", steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "nack", d: 0, dur: time.Hour, want: "ok"},
+		{op: "lease", dur: long, want: "a t2"},
+	}},
+	{name: "dead letter moves the job", mem: true, steps: []step{
+		{op: "enqueue", arg: "a", want: "ok"},
+		{op: "enqueue", arg: "b", want: "ok"},
+		{op: "lease", dur: long, want: "a t1"},
+		{op: "dead", d: 0, want: "ok"},
+		{op: "dead", d: 0, want: "lost"},
+		{op: "ack", d: 0, want: "lost"},
+		{op: "sleep", dur: 100 * time.Millisecond},
+		{op: "inspect", want: "queued=[b] inflight=0 dead=[a] ok"},
+	}},
+}
+
+// TestQueueScripts runs every script against RabbitMQ (classic and quorum) and,
+// as the reference, against adapters/mem.
+func TestQueueScripts(t *testing.T) {
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			if sc.mem {
+				t.Run("mem", func(t *testing.T) { runScript(t, mem.New(mem.Options{}), sc.steps) })
+			}
+			c, qu := classic, quorum
+			c.DelayQueue, qu.DelayQueue = sc.delayQueue, sc.delayQueue
+			t.Run("classic", func(t *testing.T) { runScript(t, newQueue(t, c), sc.steps) })
+			t.Run("quorum", func(t *testing.T) { runScript(t, newQueue(t, qu), sc.steps) })
+		})
+	}
+}
+
+// On a quorum queue the broker counts deliveries (x-delivery-count) and its
+// delivery limit dead-letters natively; a classic queue only flags a
+// redelivery, so its token stops growing and there is no attempt.
+func TestDeliveryCounting(t *testing.T) {
+	tests := []struct {
+		name         string
+		opts         Options
+		wantAttempts string
+		wantTokens   string
+		wantDead     string
+	}{
+		{name: "quorum counts every return and dead-letters past the limit", opts: Options{Args: map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(2), "x-dead-letter-exchange": "dlx"}},
+			wantAttempts: "1 2 3", wantTokens: "1 2 3", wantDead: "[a]"},
+		{name: "classic only flags a redelivery", opts: classic,
+			wantAttempts: "0 0 0 0", wantTokens: "1 2 2 2", wantDead: "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(t, tt.opts)
+			ctx := context.Background()
+			if err := q.Enqueue(ctx, job("a")); err != nil {
+				t.Fatal(err)
+			}
+			var attempts, tokens []string
+			for range 4 {
+				d, err := q.Lease(ctx, long)
+				if errors.Is(err, adapters.ErrNoJob) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				attempts, tokens = append(attempts, fmt.Sprint(d.Attempt)), append(tokens, fmt.Sprint(d.Token))
+				// The worker dies with the delivery: its connection closes.
+				q.mu.Lock()
+				q.cur.c.Close()
+				q.mu.Unlock()
+			}
+			if got := strings.Join(attempts, " "); got != tt.wantAttempts {
+				t.Errorf("attempts %q, want %q", got, tt.wantAttempts)
+			}
+			if got := strings.Join(tokens, " "); got != tt.wantTokens {
+				t.Errorf("tokens %q, want %q", got, tt.wantTokens)
+			}
+			time.Sleep(100 * time.Millisecond)
+			inv, err := q.Inspect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(inv.DeadLettered); got != tt.wantDead {
+				t.Errorf("dead letters %s, want %s", got, tt.wantDead)
+			}
+		})
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		name                string
+		opts                Options
+		version             string
+		wantToken, wantDC   adapters.Support
+		wantDL              adapters.Support
+		wantDurable         bool
+		wantNote            string
+		wantLeaseExtensions adapters.Support
+	}{
+		{"classic", classic, "rabbitmq 3.10.8", adapters.Approximate, adapters.None, adapters.Emulated, true, "redelivered flag", adapters.None},
+		{"quorum 3.x", quorum, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, true, "RabbitMQ 3.x", adapters.None},
+		{"quorum 4.0", quorum, "rabbitmq 4.0.5", adapters.Native, adapters.Native, adapters.Native, true, "default delivery limit of 20", adapters.None},
+		{"quorum 4.3", quorum, "rabbitmq 4.3.0", adapters.Approximate, adapters.Approximate, adapters.Native, true, "failed deliveries only", adapters.None},
+		{"transient classic", Options{Transient: true}, "rabbitmq 3.10.8", adapters.Approximate, adapters.None, adapters.Emulated, false, "delivery mode 1", adapters.None},
+		{"transient quorum is still durable", Options{Transient: true, Args: quorum.Args}, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, true, "quorum", adapters.None},
+		{"no confirms", Options{NoConfirms: true, Args: quorum.Args}, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, false, "confirms off", adapters.None},
+		{"volatile", Options{Volatile: true}, "rabbitmq 3.10.8", adapters.Approximate, adapters.None, adapters.Emulated, false, "negative control", adapters.None},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isQuorum := tt.opts.Args["x-queue-type"] == "quorum" && !tt.opts.Volatile
+			_, dlx := tt.opts.Args["x-dead-letter-exchange"]
+			c := capabilities(tt.opts, isQuorum, dlx, tt.version)
+			if c.Broker != Broker || c.Lease != adapters.Approximate || c.LeaseExtension != tt.wantLeaseExtensions || !c.FencedAck || c.FIFO || c.DelayedNack != adapters.None {
+				t.Errorf("capabilities %+v", c)
+			}
+			if c.Token != tt.wantToken || c.DeliveryCount != tt.wantDC || c.DeadLetter != tt.wantDL || c.Durable != tt.wantDurable {
+				t.Errorf("token %s delivery count %s dead letter %s durable %v, want %s %s %s %v", c.Token, c.DeliveryCount, c.DeadLetter, c.Durable, tt.wantToken, tt.wantDC, tt.wantDL, tt.wantDurable)
+			}
+			if !strings.Contains(strings.Join(c.Notes, "\n"), tt.wantNote) {
+				t.Errorf("notes %q lack %q", c.Notes, tt.wantNote)
+			}
+		})
+	}
+}
+
+func TestServerVersionAndCapabilitiesFromTheBroker(t *testing.T) {
+	q := newQueue(t, quorum)
+	if v := q.ServerVersion(); !strings.HasPrefix(v, "rabbitmq ") || len(v) < len("rabbitmq 3.0") {
+		t.Errorf("server version %q", v)
+	}
+	if n := strings.Join(q.Capabilities().Notes, "\n"); !strings.Contains(n, q.ServerVersion()) {
+		t.Errorf("notes do not name the version: %q", n)
+	}
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		runID string
+		opts  Options
+	}{
+		{"empty run id", "", Options{}},
+		{"upper case run id", "Run1", Options{}},
+		{"run id with a dot", "run.1", Options{}},
+		{"negative prefetch", "r1", Options{Prefetch: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Open(context.Background(), "amqp://guest:guest@127.0.0.1:1/", tt.runID, tt.opts); err == nil {
+				t.Error("Open accepted it")
+			}
+		})
+	}
+}
+
+// Credentials never appear in an error: not when the broker is unreachable,
+// not when it refuses them.
+func TestCredentialsNeverInErrors(t *testing.T) {
+	const pw = "s3cret-Passw0rd"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	urls := map[string]string{"unreachable": "amqp://durachk:" + pw + "@" + addr + "/"}
+	if u := os.Getenv("DURACHK_AMQP_URL"); u != "" {
+		p, err := amqp.ParseURI(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls["refused"] = fmt.Sprintf("amqp://durachk-nobody:%s@%s:%d/", pw, p.Host, p.Port)
+	}
+	for name, u := range urls {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := Open(ctx, u, "tcreds", Options{})
+			if !errors.Is(err, adapters.ErrUnavailable) {
+				t.Fatalf("open = %v, want ErrUnavailable", err)
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Errorf("error contains the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestClosed(t *testing.T) {
+	q := newQueue(t, classic)
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Close()
+	_ = q.Close()
+	for name, err := range map[string]error{
+		"enqueue": q.Enqueue(ctx, job("b")),
+		"lease":   func() error { _, err := q.Lease(ctx, long); return err }(),
+		"ack":     q.Ack(ctx, d),
+		"inspect": func() error { _, err := q.Inspect(ctx); return err }(),
+	} {
+		if !errors.Is(err, adapters.ErrClosed) {
+			t.Errorf("%s on a closed queue = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// Volatile is the negative control of durability.ack: its queues are not durable
+// and its messages transient.
+func TestVolatileDeclaresNothingDurable(t *testing.T) {
+	q := newQueue(t, Options{Volatile: true, Args: quorum.Args})
+	if q.quorum || q.persistence() != amqp.Transient {
+		t.Errorf("volatile queue: quorum %v, delivery mode %d", q.quorum, q.persistence())
+	}
+	c, err := amqp.Dial(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, _ := c.Channel()
+	// Declaring it durable fails with PRECONDITION_FAILED when it exists non-durable.
+	if _, err := ch.QueueDeclare(q.names.main, true, false, false, false, nil); err == nil {
+		t.Error("the volatile work queue is durable")
+	}
+}
+
+// A job published by the adapter comes back intact.
+func TestJobRoundTrip(t *testing.T) {
+	q := newQueue(t, quorum)
+	ctx := context.Background()
+	in := adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 3, Payload: []byte{0, 1, 2, 0xff},
+		CreatedAt: time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC), Deadline: time.Date(2026, 2, 3, 5, 0, 0, 0, time.UTC), MaxAttempts: 4, Group: "g"}
+	if err := q.Enqueue(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Lease(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", d.Job) != fmt.Sprintf("%+v", in) || d.Attempt != 1 || d.Token != 1 {
+		t.Errorf("got %+v attempt %d token %d, want %+v, 1, 1", d.Job, d.Attempt, d.Token, in)
+	}
+}
+
+// BenchmarkAdapterLoop is publish → lease → ack through the adapter;
+// BenchmarkRawLoop does the same with amqp091 directly (a confirmed persistent
+// publish, basic.get, basic.ack) on a queue of the same kind. Their ratio is the
+// adapter's overhead: go test -run X -bench Loop -benchtime 2000x ./adapters/rabbit/
+func BenchmarkAdapterLoop(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		opts Options
+	}{{"classic", classic}, {"quorum", quorum}} {
+		b.Run(k.name, func(b *testing.B) {
+			q := newQueue(b, k.opts)
+			ctx := context.Background()
+			j := job("bench")
+			b.ResetTimer()
+			for range b.N {
+				if err := q.Enqueue(ctx, j); err != nil {
+					b.Fatal(err)
+				}
+				d, err := q.Lease(ctx, long)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := q.Ack(ctx, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkRawLoop(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		args amqp.Table
+	}{{"classic", amqp.Table{"x-queue-type": "classic"}}, {"quorum", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}}} {
+		b.Run(k.name, func(b *testing.B) {
+			url := testURL(b)
+			c, err := amqp.Dial(url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ch, _ := c.Channel()
+			pub, _ := c.Channel()
+			if err := pub.Confirm(false); err != nil {
+				b.Fatal(err)
+			}
+			name := "durachk." + randomRunID() + ".raw"
+			if _, err := ch.QueueDeclare(name, true, false, false, false, k.args); err != nil {
+				b.Fatal(err)
+			}
+			defer ch.QueueDelete(name, false, false, false)
+			body := []byte(`{"id":"bench","tenant":"acme","document_id":"doc-bench","version":1,"payload":"cGF5bG9hZCBiZW5jaA==","max_attempts":5}`)
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, "", name, true, false,
+					amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: "bench", Body: body})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+					b.Fatal("not confirmed", err)
+				}
+				m, ok, err := ch.Get(name, false)
+				if err != nil || !ok {
+					b.Fatal("get", ok, err)
+				}
+				if err := m.Ack(false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
