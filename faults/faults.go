@@ -64,6 +64,9 @@ type Fault struct {
 	// Match narrows ReplyLoss to replies of requests that contain it (case
 	// insensitive), e.g. "commit" on the Postgres store link: the reply of COMMIT.
 	Match string `json:"match,omitempty"`
+	// ID names the fault among processes that share a plan (real targets): the
+	// first process to claim it fires it.
+	ID int `json:"id,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -124,6 +127,21 @@ func (p *Points) Arrive(point string) (Fault, bool) {
 		}
 	}
 	return Fault{}, false
+}
+
+// ArriveAll counts an arrival at point and returns every fault planned for it.
+func (p *Points) ArriveAll(point string) []Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts[point]++
+	n := p.counts[point]
+	var out []Fault
+	for _, f := range p.faults {
+		if f.Point == point && f.Nth == n {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Window is a period during which a link misbehaves in one way.

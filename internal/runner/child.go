@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -38,7 +39,8 @@ type ChildConfig struct {
 	Lease    time.Duration       `json:"lease"`
 	Poll     time.Duration       `json:"poll"`
 	Backoff  time.Duration       `json:"backoff"`
-	Faults   []faults.Fault      `json:"faults,omitempty"` // crash and pause points of this incarnation
+	Faults   []faults.Fault      `json:"faults,omitempty"`    // crash and pause points this process may fire
+	FaultDir string              `json:"fault_dir,omitempty"` // where a fault is claimed before it fires
 	Sabotage pipeline.Sabotage   `json:"sabotage,omitzero"`
 	Jobs     []contracts.JobSpec `json:"jobs,omitempty"`
 }
@@ -48,13 +50,36 @@ type ChildConfig struct {
 type childHooks struct {
 	env    *pipeline.Env
 	points *faults.Points
+	dir    string
+}
+
+// claim reports whether this process is the first to fire fault f: the claim
+// is a file created exclusively in the run directory.
+func (h *childHooks) claim(f faults.Fault) bool {
+	if f.ID == 0 || h.dir == "" {
+		return true
+	}
+	file, err := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("fault-%d.claimed", f.ID)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	fmt.Fprintln(file, h.env.Process)
+	file.Close()
+	return true
 }
 
 func (h *childHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string) {
 	if p == pipeline.Poison {
 		h.die(p, jobID)
 	}
-	f, ok := h.points.Arrive(string(p))
+	var f faults.Fault
+	ok := false
+	for _, c := range h.points.ArriveAll(string(p)) {
+		if h.claim(c) {
+			f, ok = c, true
+			break
+		}
+	}
 	if !ok {
 		return
 	}
@@ -112,7 +137,7 @@ func Child(ctx context.Context, configPath string) error {
 		return fmt.Errorf("worker %s: %w", cfg.Process, err)
 	}
 	defer store.Close()
-	hooks := &childHooks{env: env, points: faults.NewPoints(faults.Plan{Faults: cfg.Faults})}
+	hooks := &childHooks{env: env, points: faults.NewPoints(faults.Plan{Faults: cfg.Faults}), dir: cfg.FaultDir}
 	switch cfg.Role {
 	case RoleWorker:
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,

@@ -297,38 +297,26 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true}}, nil
 }
 
-// assignFaults splits the plan's crash and pause points over the process slots:
-// relay points to the relay, worker points round-robin over the workers by the
-// plan's n-th arrival. Within a slot the faults of one point fire at its first,
-// second, ... arrival there, so that a fault cannot go unfired because the jobs
-// happened to spread unevenly over the workers.
+// assignFaults hands the plan's crash and pause points to the processes: relay
+// points to the relay, worker points to every worker. A fault planned for the
+// n-th arrival overall fires at a worker's ceil(n/workers)-th arrival there, in
+// whichever worker gets there first: the child claims the fault with a file in
+// the run directory before it fires, so each fires exactly once, also across
+// restarts, and none goes unfired because the jobs spread unevenly.
 func (r *run) assignFaults() {
 	n := max(r.sc.Workers, 1)
-	var fs []faults.Fault
-	for _, f := range r.sc.Plan.Faults {
-		if f.Kind == faults.CrashAt || f.Kind == faults.PauseAt {
-			fs = append(fs, f)
+	for i, f := range r.sc.Plan.Faults {
+		if f.Kind != faults.CrashAt && f.Kind != faults.PauseAt {
+			continue
 		}
-	}
-	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Nth < fs[j].Nth })
-	for _, f := range fs {
-		slot := "relay"
-		if f.Point != string(pipeline.AfterPublishBeforeMark) {
-			slot = fmt.Sprintf("w%d", (max(f.Nth, 1)-1)%n+1)
+		f.ID = i + 1
+		if f.Point == string(pipeline.AfterPublishBeforeMark) {
+			f.Nth = max(f.Nth, 1)
+			r.pending["relay"] = append(r.pending["relay"], f)
+			continue
 		}
-		r.pending[slot] = append(r.pending[slot], f)
-	}
-	for slot := range r.pending {
-		renumber(r.pending[slot])
-	}
-}
-
-// renumber makes the k-th fault of each point fire at the k-th arrival there.
-func renumber(fs []faults.Fault) {
-	k := map[string]int{}
-	for i := range fs {
-		k[fs[i].Point]++
-		fs[i].Nth = k[fs[i].Point]
+		f.Nth = (max(f.Nth, 1)-1)/n + 1
+		r.pending["workers"] = append(r.pending["workers"], f)
 	}
 }
 
@@ -348,7 +336,13 @@ func (r *run) spawn(slot, role string) error {
 		return err
 	}
 	cfg := ChildConfig{Role: role, Process: name, Spec: spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
-		Lease: r.sc.Lease, Poll: r.sc.Poll, Backoff: max(r.sc.Poll, 20*time.Millisecond), Faults: r.pending[slot]}
+		Lease: r.sc.Lease, Poll: r.sc.Poll, Backoff: max(r.sc.Poll, 20*time.Millisecond), FaultDir: r.dir}
+	switch role {
+	case RoleWorker:
+		cfg.Faults = r.pending["workers"]
+	case RoleRelay:
+		cfg.Faults = r.pending["relay"]
+	}
 	if r.rc.Sabotage != nil {
 		cfg.Sabotage = r.rc.Sabotage.Pipeline
 	}
@@ -557,7 +551,6 @@ func (r *run) reap() error {
 				continue
 			}
 			// Killed at a crash point or by the plan: restart, as a supervisor would.
-			r.consumeFired(c)
 			if err := r.spawn(c.slot, c.role); err != nil {
 				return err
 			}
@@ -565,27 +558,6 @@ func (r *run) reap() error {
 		}
 	}
 	return nil
-}
-
-// consumeFired drops from a slot's pending faults those its dead incarnation
-// fired; the next incarnation counts arrivals afresh.
-func (r *run) consumeFired(c *child) {
-	ops, _ := history.ReadFile(c.hist)
-	p := r.pending[c.slot]
-	for _, op := range ops {
-		if op.F != history.Fault || op.Key == string(pipeline.Poison) {
-			continue
-		}
-		kind := map[string]faults.Kind{"crash": faults.CrashAt, "pause": faults.PauseAt}[op.Value]
-		for i, f := range p {
-			if f.Kind == kind && f.Point == op.Key {
-				p = append(p[:i:i], p[i+1:]...)
-				break
-			}
-		}
-	}
-	renumber(p)
-	r.pending[c.slot] = p
 }
 
 // resumeZombies SIGCONTs a stopped worker once another worker has leased the job
