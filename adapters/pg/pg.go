@@ -81,12 +81,13 @@ func Schema(runID string) string { return "durachk_" + runID + "_q" }
 // any number of processes may open the same run's queue: leases are exclusive by
 // the database's row locks, never by state in the Queue value.
 type Queue struct {
-	db     *pgdb.DB
-	schema string
-	opts   Options
-	caps   adapters.Capabilities
-	q      queries
-	closed atomic.Bool
+	db      *pgdb.DB
+	schema  string
+	opts    Options
+	caps    adapters.Capabilities
+	q       queries
+	version string
+	closed  atomic.Bool
 }
 
 var (
@@ -241,7 +242,7 @@ func (q *Queue) open(ctx context.Context) error {
 		return err
 	}
 	var syncCommit, fsync string
-	err := q.db.Pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync')`).Scan(&syncCommit, &fsync)
+	err := q.db.Pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync'), current_setting('server_version')`).Scan(&syncCommit, &fsync, &q.version)
 	if err != nil {
 		return q.db.Err("read durability settings", err, false)
 	}
@@ -276,6 +277,12 @@ func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capab
 		DeadLetter: adapters.Native, DelayedNack: adapters.Native, FIFO: opts.FIFO || opts.BreakOrder,
 		Durable: durable, BrokerKill: false, Notes: notes,
 	}
+}
+
+// ServerVersion names what the queue runs on, e.g. "postgres 15.19".
+func (q *Queue) ServerVersion() string {
+	v, _, _ := strings.Cut(q.version, " ")
+	return "postgres " + v
 }
 
 // Capabilities are read once at Open.
