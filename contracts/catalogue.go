@@ -222,7 +222,8 @@ var Catalogue = []*Contract{
 		Claim:      "a job is attempted at most maxAttempts times, then dead-lettered with a classified reason; a permanent error dead-letters on the first attempt; a poison job that kills the worker on every delivery is still bounded",
 		Motivation: "a stubborn or poison message retried forever blocks the queue and burns money",
 		Labels:     []string{"fault:poison", "fault:kill"},
-		Needs:      needs("the broker does not count deliveries, so a crash loop cannot be bounded", func(c adapters.Capabilities) bool { return c.DeliveryCount != adapters.None }),
+		// No Needs: a broker that cannot count deliveries cannot bound a crash
+		// loop, and that is a violation of the claim, not a reason to skip it.
 		Scenario: func(seed uint64, n int) Scenario {
 			return base("stubborn, permanent and poison jobs", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				switch i % 8 {

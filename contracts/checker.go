@@ -101,6 +101,7 @@ type delivery struct {
 	token   uint64
 	lease   int32 // index of the lease ok
 	ended   string
+	endIdx  int32
 	info    bool // an ambiguous call happened in this delivery
 	faulted bool
 }
@@ -168,6 +169,8 @@ type checker struct {
 	current map[string]string // process → job of its open delivery
 	faulted map[string]bool   // process hit by a kill or pause
 	lastOp  map[string]int32  // process → index of its previous record
+	at      int32             // index of the record being observed
+	crashAt int32             // index of the latest broker crash (-1: none)
 	groups  map[string][]string
 	vs      []Violation
 	st      Stats
@@ -178,7 +181,7 @@ const maxPerProperty = 5
 
 func newChecker(ops []history.Op, opts CheckOptions) *checker {
 	return &checker{ops: ops, opts: opts, jobs: make(map[string]*jobState, len(ops)/8+1),
-		keys: make(map[string]*keyState, len(ops)/8+1), current: map[string]string{}, faulted: map[string]bool{}, lastOp: map[string]int32{},
+		keys: make(map[string]*keyState, len(ops)/8+1), current: map[string]string{}, faulted: map[string]bool{}, lastOp: map[string]int32{}, crashAt: -1,
 		groups: map[string][]string{}, perKind: map[Property]int{},
 		st: Stats{Redeliveries: map[string]int{}, Faults: map[string]int{}}}
 }
@@ -227,6 +230,7 @@ func (j *jobState) open(proc string) *delivery {
 func (c *checker) end(j *jobState, proc, how string) {
 	if d := j.open(proc); d != nil {
 		d.ended = how
+		d.endIdx = c.at
 	}
 	if c.current[proc] != "" {
 		delete(c.current, proc)
@@ -234,7 +238,11 @@ func (c *checker) end(j *jobState, proc, how string) {
 }
 
 func (c *checker) observe(i int32, op *history.Op) {
+	c.at = i
 	if op.F == history.Fault {
+		if op.Value == "broker_crash" {
+			c.crashAt = i
+		}
 		if op.Job != "" {
 			c.job(op.Job).fault = i
 		}
@@ -418,6 +426,10 @@ func (c *checker) classifyRedelivery(i int32, op *history.Op, j *jobState) {
 		why = "fault"
 	case prev.info || strings.HasPrefix(prev.ended, "ack_"):
 		why = "lost_reply"
+	case prev.ended == "ack" && c.crashAt > prev.endIdx:
+		// The broker was killed after the ack: a broker that writes acks lazily
+		// delivers the job again after its restart. The pipeline must dedupe it.
+		why = "broker_restart"
 	case prev.ended == "ack" || prev.ended == "dead_letter" || prev.ended == "cancel":
 		if j.enqueues > 1 {
 			why = "duplicate_enqueue"

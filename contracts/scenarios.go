@@ -17,12 +17,12 @@ var SeedScenarios = []*Contract{
 		func(seed uint64, n int) Scenario {
 			return base("channel down 20 s", workload(seed, n, nil),
 				faults.Fault{Kind: faults.LinkDown, Link: faults.LinkChannel, At: 200 * time.Millisecond, For: 20 * time.Second})
-		}, func(s Stats) string { return atLeast("refused publishes", s.Faults["refused:channel"], 1) }),
+		}, func(s Stats) string { return atLeast("faults on the channel", linkFaults(s, faults.LinkChannel), 1) }),
 	scenario("flapping-channel", "the channel goes down and up in a seeded pattern for 60 s",
 		func(seed uint64, n int) Scenario {
 			return base("flapping channel", workload(seed, n, nil),
 				faults.Fault{Kind: faults.Flap, Link: faults.LinkChannel, For: 60 * time.Second})
-		}, func(s Stats) string { return atLeast("refused publishes", s.Faults["refused:channel"], 1) }),
+		}, func(s Stats) string { return atLeast("faults on the channel", linkFaults(s, faults.LinkChannel), 1) }),
 	scenario("replies-lost-30pct", "30 % of replies are lost on every link for 60 s",
 		func(seed uint64, n int) Scenario {
 			var fs []faults.Fault
@@ -47,7 +47,7 @@ var SeedScenarios = []*Contract{
 				faults.Fault{Kind: faults.Kill, Process: "w2", At: 10 * time.Second},
 				faults.Fault{Kind: faults.Kill, Process: "w3", At: 15 * time.Second})
 		}, func(s Stats) string {
-			return firstOf(atLeast("refused broker calls", s.Faults["refused:broker"], 1), atLeast("worker kills", s.Faults["kill"], 1))
+			return firstOf(atLeast("faults on the broker link", linkFaults(s, faults.LinkBroker), 1), atLeast("worker kills", s.Faults["kill"], 1))
 		}),
 	scenario("producer-sends-twice", "the producer sends every job twice",
 		func(seed uint64, n int) Scenario {
@@ -110,3 +110,13 @@ func (e *UnknownError) Error() string { return "unknown " + e.Kind + " " + `"` +
 
 // Unwrap lets callers branch on ErrUnknownContract for any unknown name.
 func (e *UnknownError) Unwrap() error { return ErrUnknownContract }
+
+// linkFaults counts what was applied on a link: refused calls or connections,
+// partitions, hung connections, lost replies and resets.
+func linkFaults(s Stats, link string) int {
+	n := 0
+	for _, kind := range []string{"refused", "partition", "blackhole", "reply_lost", "reset"} {
+		n += s.Faults[kind+":"+link]
+	}
+	return n
+}

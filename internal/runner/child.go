@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -123,7 +124,9 @@ func Child(ctx context.Context, configPath string) error {
 	}
 	defer w.Close()
 	env := &pipeline.Env{Process: cfg.Process, Rec: w, Now: time.Now, Sleep: sim.Sleep}
-	q, err := targets.OpenQueue(ctx, cfg.Spec)
+	// A process restarted during an outage waits for its broker and store, as a
+	// supervised worker would; anything but unavailability is fatal.
+	q, err := retryUnavailable(ctx, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, cfg.Spec) })
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", cfg.Process, err)
 	}
@@ -132,7 +135,7 @@ func Child(ctx context.Context, configPath string) error {
 	case RoleProducer:
 		return produceAll(ctx, env, q, cfg)
 	}
-	store, err := targets.OpenStore(ctx, cfg.Spec)
+	store, err := retryUnavailable(ctx, func() (pipeline.Store, error) { return targets.OpenStore(ctx, cfg.Spec) })
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", cfg.Process, err)
 	}
@@ -157,6 +160,22 @@ func Child(ctx context.Context, configPath string) error {
 func produceAll(ctx context.Context, env *pipeline.Env, q adapters.Queue, cfg ChildConfig) error {
 	contracts.Produce(ctx, env, q, cfg.Jobs, cfg.Start, nil)
 	return ctx.Err()
+}
+
+// retryUnavailable calls open until it succeeds, fails otherwise than with
+// adapters.ErrUnavailable or adapters.ErrAmbiguous, or ctx ends.
+func retryUnavailable[T any](ctx context.Context, open func() (T, error)) (T, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		v, err := open()
+		if err == nil || !(errors.Is(err, adapters.ErrUnavailable) || errors.Is(err, adapters.ErrAmbiguous)) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 func hash(s string) uint64 {

@@ -460,6 +460,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	lastDrainCheck := time.Time{}
+	watch, lastWatch := newBudgetWatch(), time.Now()
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -484,6 +485,13 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		r.resumeZombies()
 		if now.After(deadline) {
 			return false, nil
+		}
+		if now.Sub(lastWatch) > time.Second {
+			lastWatch = now
+			if job, over := watch.over(r.hists); over {
+				r.t.logf("  stopping early: job %s was executed beyond its attempt budget", job)
+				return false, nil
+			}
 		}
 		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() {
 			continue

@@ -83,9 +83,10 @@ var kinds = map[string]*Kind{}
 
 // Register adds a kind; it panics on a duplicate scheme (a programming error).
 func Register(k *Kind) {
-	for _, s := range k.Schemes {
-		if _, dup := kinds[s]; dup {
-			panic("targets: duplicate scheme " + s)
+	names := append([]string{k.Name}, k.Schemes...)
+	for _, s := range names {
+		if other, dup := kinds[s]; dup && other != k {
+			panic("targets: duplicate kind or scheme " + s)
 		}
 		kinds[s] = k
 	}
