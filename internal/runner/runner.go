@@ -294,7 +294,8 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	caps := q.Capabilities()
 	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
-		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true}}, nil
+		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
+			ApproximateLeases: caps.Lease == adapters.Approximate}}, nil
 }
 
 // assignFaults hands the plan's crash and pause points to the processes: relay
