@@ -20,6 +20,7 @@ import (
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/adapters/queuetest"
 )
 
 // testURL is the Postgres the tests run against, e.g.
@@ -72,258 +73,51 @@ func dropSchema(t testing.TB, url, schema string) {
 	}
 }
 
-func job(spec string) adapters.Job {
-	id, group, _ := strings.Cut(spec, "@")
-	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
-		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5, Group: group}
+// job is the job of a script's enqueue: "id" or "id@group".
+var job = queuetest.Job
+
+// TestConformance runs the port's conformance suite against the Postgres queue
+// and, as the reference, against adapters/mem configured the same way. Postgres
+// keeps the reference semantics exactly: no deviation is declared.
+func TestConformance(t *testing.T) {
+	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
+		return newQueue(t, Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2})
+	}, queuetest.Features{})
 }
 
-// step is one call of a queue script. d names a delivery by the order in which
-// the script's leases returned it.
-type step struct {
-	op   string // enqueue, lease, ack, nack, extend, dead, sleep, inspect
-	arg  string // enqueue: "id" or "id@group"
-	d    int
-	dur  time.Duration
-	want string
-}
-
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, adapters.ErrStaleToken):
-		return "stale"
-	case errors.Is(err, adapters.ErrLeaseLost):
-		return "lost"
-	case errors.Is(err, adapters.ErrNoJob):
-		return "none"
-	case errors.Is(err, adapters.ErrClosed):
-		return "closed"
-	case errors.Is(err, adapters.ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, adapters.ErrAmbiguous):
-		return "ambiguous"
+// BreakOrder is the negative control of order.fifo, shared with adapters/mem:
+// both must break the order the same way.
+func TestBreakOrderScripts(t *testing.T) {
+	const long = time.Minute
+	tests := []struct {
+		name  string
+		fifo  bool
+		steps []queuetest.Step
+	}{
+		{name: "BreakOrder delivers newest first", steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "enqueue", Arg: "b@g", Want: "ok"},
+			{Op: "enqueue", Arg: "c@g", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "c a1 t1"},
+			{Op: "lease", Dur: long, Want: "b a1 t1"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+		}},
+		{name: "BreakOrder with FIFO blocks on the newest of a group", fifo: true, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a@g", Want: "ok"},
+			{Op: "enqueue", Arg: "b@g", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "b a1 t1"},
+			{Op: "lease", Dur: long, Want: "none"},
+			{Op: "ack", D: 0, Want: "ok"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+		}},
 	}
-	return "error: " + err.Error()
-}
-
-type fullQueue interface {
-	adapters.Queue
-	adapters.Extender
-	adapters.DeadLetterer
-	adapters.Inspector
-}
-
-func runScript(t *testing.T, q fullQueue, steps []step) {
-	t.Helper()
-	ctx := context.Background()
-	var ds []adapters.Delivery
-	for i, s := range steps {
-		var got string
-		switch s.op {
-		case "enqueue":
-			got = outcome(q.Enqueue(ctx, job(s.arg)))
-		case "lease":
-			d, err := q.Lease(ctx, s.dur)
-			if got = outcome(err); err == nil {
-				ds = append(ds, d)
-				got = fmt.Sprintf("%s a%d t%d", d.Job.ID, d.Attempt, d.Token)
-			}
-		case "ack":
-			got = outcome(q.Ack(ctx, ds[s.d]))
-		case "nack":
-			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
-		case "extend":
-			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
-		case "dead":
-			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
-		case "sleep":
-			time.Sleep(s.dur)
-			continue
-		case "inspect":
-			inv, err := q.Inspect(ctx)
-			got = fmt.Sprintf("queued=%v inflight=%v dead=%v %s", inv.Queued, inv.InFlight, inv.DeadLettered, outcome(err))
-		default:
-			t.Fatalf("step %d: unknown op %q", i, s.op)
-		}
-		if got != s.want {
-			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
-		}
-	}
-}
-
-const (
-	long  = time.Minute
-	short = 150 * time.Millisecond
-	past  = 400 * time.Millisecond // sleeping this long lets a short lease expire
-)
-
-var scripts = []struct {
-	name  string
-	opts  Options
-	steps []step
-}{
-	{name: "lease then ack", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
-	}},
-	{name: "acceptance order", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "enqueue", arg: "c", want: "ok"},
-		{op: "inspect", want: "queued=[a b c] inflight=[] dead=[] ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "lease", dur: long, want: "b a1 t1"},
-		{op: "inspect", want: "queued=[c] inflight=[a b] dead=[] ok"},
-		{op: "lease", dur: long, want: "c a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-	}},
-	{name: "expired lease is redelivered and the stale holder is refused", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
-		{op: "lease", dur: long, want: "a a2 t2"},
-		{op: "ack", d: 0, want: "stale"},
-		{op: "nack", d: 0, want: "stale"},
-		{op: "extend", d: 0, dur: long, want: "stale"},
-		{op: "dead", d: 0, want: "stale"},
-		{op: "ack", d: 1, want: "ok"},
-		{op: "ack", d: 0, want: "lost"},
-	}},
-	{name: "ack after expiry without redelivery is accepted", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-	}},
-	{name: "nack with delay", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "nack", d: 0, dur: short, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: long, want: "a a2 t2"},
-		{op: "nack", d: 0, want: "stale"},
-		{op: "nack", d: 1, want: "ok"},
-		{op: "lease", dur: long, want: "a a3 t3"},
-	}},
-	{name: "extend keeps a live lease", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: 2 * short, want: "a a1 t1"},
-		{op: "extend", d: 0, dur: long, want: "ok"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[] inflight=[a] dead=[] ok"},
-		{op: "ack", d: 0, want: "ok"},
-	}},
-	{name: "extend after expiry or nack is lost", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "extend", d: 0, dur: long, want: "lost"},
-		{op: "lease", dur: long, want: "a a2 t2"},
-		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
-		{op: "extend", d: 1, dur: long, want: "lost"},
-	}},
-	{name: "dead letter moves the job", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "dead", d: 0, want: "ok"},
-		{op: "dead", d: 0, want: "lost"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "inspect", want: "queued=[b] inflight=[] dead=[a] ok"},
-	}},
-	{name: "delivery limit dead-letters on lease", opts: Options{DeliveryLimit: 2}, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "nack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "a a2 t2"},
-		{op: "nack", d: 1, want: "ok"},
-		{op: "lease", dur: long, want: "b a1 t1"},
-		{op: "inspect", want: "queued=[] inflight=[b] dead=[a] ok"},
-		{op: "ack", d: 1, want: "lost"},
-		{op: "lease", dur: long, want: "none"},
-	}},
-	{name: "FIFO delivers a group in order, one at a time", opts: Options{FIFO: true}, steps: []step{
-		{op: "enqueue", arg: "g1@g", want: "ok"},
-		{op: "enqueue", arg: "g2@g", want: "ok"},
-		{op: "enqueue", arg: "h1@h", want: "ok"},
-		{op: "enqueue", arg: "u", want: "ok"},
-		{op: "enqueue", arg: "h2@h", want: "ok"},
-		{op: "lease", dur: long, want: "g1 a1 t1"},
-		{op: "lease", dur: long, want: "h1 a1 t1"},
-		{op: "lease", dur: long, want: "u a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "ack", d: 1, want: "ok"},
-		{op: "lease", dur: long, want: "h2 a1 t1"},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "g2 a1 t1"},
-	}},
-	{name: "FIFO head redelivered before the rest of its group", opts: Options{FIFO: true}, steps: []step{
-		{op: "enqueue", arg: "g1@g", want: "ok"},
-		{op: "enqueue", arg: "g2@g", want: "ok"},
-		{op: "lease", dur: short, want: "g1 a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: long, want: "g1 a2 t2"},
-		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[g1 g2] inflight=[] dead=[] ok"},
-	}},
-	{name: "FIFO with a delivery limit moves on past a dead head", opts: Options{FIFO: true, DeliveryLimit: 1}, steps: []step{
-		{op: "enqueue", arg: "g1@g", want: "ok"},
-		{op: "enqueue", arg: "g2@g", want: "ok"},
-		{op: "lease", dur: long, want: "g1 a1 t1"},
-		{op: "nack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "g2 a1 t1"},
-		{op: "inspect", want: "queued=[] inflight=[g2] dead=[g1] ok"},
-	}},
-	{name: "BreakOrder delivers newest first", opts: Options{BreakOrder: true}, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b@g", want: "ok"},
-		{op: "enqueue", arg: "c@g", want: "ok"},
-		{op: "lease", dur: long, want: "c a1 t1"},
-		{op: "lease", dur: long, want: "b a1 t1"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-	}},
-	{name: "BreakOrder with FIFO blocks on the newest of a group", opts: Options{BreakOrder: true, FIFO: true}, steps: []step{
-		{op: "enqueue", arg: "a@g", want: "ok"},
-		{op: "enqueue", arg: "b@g", want: "ok"},
-		{op: "lease", dur: long, want: "b a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-	}},
-	{name: "groups are ignored without FIFO", steps: []step{
-		{op: "enqueue", arg: "g1@g", want: "ok"},
-		{op: "enqueue", arg: "g2@g", want: "ok"},
-		{op: "lease", dur: long, want: "g1 a1 t1"},
-		{op: "lease", dur: long, want: "g2 a1 t1"},
-	}},
-}
-
-// TestQueueScripts runs every script against the Postgres queue and, as the
-// reference, against adapters/mem with the same options: both must give the
-// wanted outcome at every step.
-func TestQueueScripts(t *testing.T) {
-	for _, sc := range scripts {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Run("mem", func(t *testing.T) {
-				runScript(t, mem.New(mem.Options{DeliveryLimit: sc.opts.DeliveryLimit, FIFO: sc.opts.FIFO, BreakOrder: sc.opts.BreakOrder}), sc.steps)
+				queuetest.RunScript(t, mem.New(mem.Options{FIFO: tt.fifo, BreakOrder: true}), queuetest.Features{}, tt.steps)
 			})
 			t.Run("postgres", func(t *testing.T) {
-				opts := sc.opts
-				opts.MaxConns = 2
-				runScript(t, newQueue(t, opts), sc.steps)
+				queuetest.RunScript(t, newQueue(t, Options{FIFO: tt.fifo, BreakOrder: true, MaxConns: 2}), queuetest.Features{}, tt.steps)
 			})
 		})
 	}
@@ -611,7 +405,7 @@ func TestAckTx(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := outcome(q.AckTx(ctx, tx, tt.d)); got != tt.want {
+			if got := queuetest.Outcome(q.AckTx(ctx, tx, tt.d)); got != tt.want {
 				t.Errorf("AckTx = %s, want %s", got, tt.want)
 			}
 			if tt.commit {

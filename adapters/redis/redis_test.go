@@ -19,7 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/durachk/durachk/adapters"
-	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/adapters/queuetest"
 )
 
 // testURL is the Redis the tests run against, e.g. redis://127.0.0.1:6379/0.
@@ -80,264 +80,76 @@ func keysWithPrefix(t testing.TB, prefix string) []string {
 	return out
 }
 
-func job(id string) adapters.Job {
-	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
-		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5}
-}
+// job is the job of a script's enqueue: "id" or "id@group".
+var job = queuetest.Job
 
-// step is one call of a queue script. d names a delivery by the order in which
-// the script's leases returned it. wantRedis, if set, is where Redis differs
-// from the reference broker, for a reason given in the script's comment.
-type step struct {
-	op        string // enqueue, lease, ack, nack, extend, dead, sleep, inspect
-	arg       string
-	d         int
-	dur       time.Duration
-	want      string
-	wantRedis string
-}
+// features are Redis's documented deviations from the reference semantics.
+// A delayed Nack re-adds the job as a new stream entry (XADD, with the earlier
+// deliveries carried forward: see the capabilities' notes), so the nacked
+// delivery's entry is gone: a later call with it is lost, not stale. A pending
+// entry expires when a claimer's XAUTOCLAIM min-idle time (its own lease) has
+// passed, which the conformance scripts allow for by re-leasing with the lease
+// they leased with.
+var features = queuetest.Features{NackIsNewMessage: true}
 
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, adapters.ErrStaleToken):
-		return "stale"
-	case errors.Is(err, adapters.ErrLeaseLost):
-		return "lost"
-	case errors.Is(err, adapters.ErrNoJob):
-		return "none"
-	case errors.Is(err, adapters.ErrClosed):
-		return "closed"
-	case errors.Is(err, adapters.ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, adapters.ErrAmbiguous):
-		return "ambiguous"
-	}
-	return "error: " + err.Error()
-}
-
-type fullQueue interface {
-	adapters.Queue
-	adapters.Extender
-	adapters.DeadLetterer
-	adapters.Inspector
-}
-
-func runScript(t *testing.T, q fullQueue, steps []step, isRedis bool) {
-	t.Helper()
-	ctx := context.Background()
-	var ds []adapters.Delivery
-	for i, s := range steps {
-		var got string
-		switch s.op {
-		case "enqueue":
-			got = outcome(q.Enqueue(ctx, job(s.arg)))
-		case "lease":
-			d, err := q.Lease(ctx, s.dur)
-			if got = outcome(err); err == nil {
-				ds = append(ds, d)
-				got = fmt.Sprintf("%s a%d t%d", d.Job.ID, d.Attempt, d.Token)
-			}
-		case "ack":
-			got = outcome(q.Ack(ctx, ds[s.d]))
-		case "nack":
-			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
-		case "extend":
-			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
-		case "dead":
-			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
-		case "sleep":
-			time.Sleep(s.dur)
-			continue
-		case "inspect":
-			inv, err := q.Inspect(ctx)
-			got = fmt.Sprintf("queued=%v inflight=%v dead=%v %s", inv.Queued, inv.InFlight, inv.DeadLettered, outcome(err))
-		default:
-			t.Fatalf("step %d: unknown op %q", i, s.op)
-		}
-		want := s.want
-		if isRedis && s.wantRedis != "" {
-			want = s.wantRedis
-		}
-		if got != want {
-			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, want)
-		}
-	}
-}
-
-const (
-	long  = time.Minute
-	short = 150 * time.Millisecond
-	past  = 400 * time.Millisecond // sleeping this long lets a short lease expire
-)
-
-// scripts run against the Redis queue and the reference broker. In Redis a
-// lease expires when a claimer's min-idle time has passed, so scripts that
-// expect a redelivery lease with the same (short) lease throughout, as the
-// workers of a run do.
-var scripts = []struct {
-	name  string
-	steps []step
-}{
-	{name: "lease then ack", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
-	}},
-	{name: "acceptance order", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "enqueue", arg: "c", want: "ok"},
-		{op: "inspect", want: "queued=[a b c] inflight=[] dead=[] ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "lease", dur: long, want: "b a1 t1"},
-		{op: "inspect", want: "queued=[c] inflight=[a b] dead=[] ok"},
-		{op: "lease", dur: long, want: "c a1 t1"},
-		{op: "lease", dur: long, want: "none"},
-	}},
-	{name: "expired lease is redelivered and the stale holder is refused", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
-		{op: "lease", dur: short, want: "a a2 t2"},
-		{op: "ack", d: 0, want: "stale"},
-		{op: "nack", d: 0, want: "stale"},
-		{op: "extend", d: 0, dur: short, want: "stale"},
-		{op: "dead", d: 0, want: "stale"},
-		{op: "ack", d: 1, want: "ok"},
-		{op: "ack", d: 0, want: "lost"},
-	}},
-	{name: "ack after expiry without redelivery is accepted", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "lease", dur: short, want: "none"},
-	}},
-	// After a Nack the job is a new entry, so the old delivery's entry is gone:
-	// Redis says lost where the reference broker says stale.
-	{name: "nack with delay", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "nack", d: 0, dur: short, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[a] inflight=[] dead=[] ok"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: long, want: "a a2 t2"},
-		{op: "nack", d: 0, want: "stale", wantRedis: "lost"},
-		{op: "nack", d: 1, want: "ok"},
-		{op: "lease", dur: long, want: "a a3 t3"},
-		{op: "ack", d: 2, want: "ok"},
-		{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
-	}},
-	{name: "extend keeps a live lease", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: 2 * short, want: "a a1 t1"},
-		{op: "sleep", dur: 200 * time.Millisecond},
-		{op: "extend", d: 0, dur: 2 * short, want: "ok"},
-		{op: "sleep", dur: 200 * time.Millisecond},
-		{op: "lease", dur: 2 * short, want: "none"}, // without the extension: 400 ms idle, claimed
-		{op: "inspect", want: "queued=[] inflight=[a] dead=[] ok"},
-		{op: "ack", d: 0, want: "ok"},
-	}},
-	{name: "extend after expiry or nack is lost", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "extend", d: 0, dur: short, want: "lost"},
-		{op: "lease", dur: short, want: "a a2 t2"},
-		{op: "nack", d: 1, dur: time.Hour, want: "ok"},
-		{op: "extend", d: 1, dur: short, want: "lost"},
-		{op: "lease", dur: short, want: "none"},
-	}},
-	{name: "dead letter moves the job", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "lease", dur: long, want: "a a1 t1"},
-		{op: "dead", d: 0, want: "ok"},
-		{op: "dead", d: 0, want: "lost"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "inspect", want: "queued=[b] inflight=[] dead=[a] ok"},
-	}},
-	{name: "a crash loop is counted: every claim is a delivery", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a a1 t1"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: short, want: "a a2 t2"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: short, want: "a a3 t3"},
-		{op: "nack", d: 2, want: "ok"},
-		{op: "lease", dur: short, want: "a a4 t4"},
-		{op: "dead", d: 3, want: "ok"},
-		{op: "inspect", want: "queued=[] inflight=[] dead=[a] ok"},
-	}},
-}
-
-// TestQueueScripts runs every script against the Redis queue and, as the
-// reference, against adapters/mem: both must give the wanted outcome at every
-// step.
-func TestQueueScripts(t *testing.T) {
-	for _, sc := range scripts {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Run("mem", func(t *testing.T) { runScript(t, mem.New(mem.Options{}), sc.steps, false) })
-			t.Run("redis", func(t *testing.T) { runScript(t, newQueue(t, Options{}), sc.steps, true) })
-		})
-	}
+// TestConformance runs the port's conformance suite against the Redis queue and,
+// as the reference, against adapters/mem. Redis has neither FIFO nor a native
+// delivery limit: those scripts skip with the reason.
+func TestConformance(t *testing.T) {
+	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
+		return newQueue(t, Options{})
+	}, features)
 }
 
 // Redis-only scripts: the knobs that change guarantees.
 func TestKnobScripts(t *testing.T) {
+	const long = time.Minute
 	tests := []struct {
 		name  string
 		opts  Options
-		steps []step
+		steps []queuetest.Step
 	}{
-		{name: "claim-min-idle shorter than the lease preempts a live worker", opts: Options{ClaimMinIdle: 100 * time.Millisecond}, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", dur: long, want: "a a1 t1"},
-			{op: "sleep", dur: 200 * time.Millisecond},
-			{op: "lease", dur: long, want: "a a2 t2"},
-			{op: "ack", d: 0, want: "stale"},
+		{name: "claim-min-idle shorter than the lease preempts a live worker", opts: Options{ClaimMinIdle: 100 * time.Millisecond}, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+			{Op: "sleep", Dur: 200 * time.Millisecond},
+			{Op: "lease", Dur: long, Want: "a a2 t2", Wait: true},
+			{Op: "ack", D: 0, Want: "stale"},
 		}},
-		{name: "exact MAXLEN trims unacknowledged jobs", opts: Options{MaxLen: 2}, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "enqueue", arg: "b", want: "ok"},
-			{op: "lease", dur: long, want: "a a1 t1"},
-			{op: "enqueue", arg: "c", want: "ok"},
-			{op: "enqueue", arg: "d", want: "ok"},
-			{op: "inspect", want: "queued=[c d] inflight=[] dead=[] ok"}, // a and b are gone
-			{op: "ack", d: 0, want: "ok"},                                // its holder may still ack it: it is pending
-			{op: "lease", dur: long, want: "c a1 t1"},
+		{name: "exact MAXLEN trims unacknowledged jobs", opts: Options{MaxLen: 2}, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "enqueue", Arg: "b", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+			{Op: "enqueue", Arg: "c", Want: "ok"},
+			{Op: "enqueue", Arg: "d", Want: "ok"},
+			{Op: "inspect", Want: "queued=[c d] inflight=[] dead=[] ok"}, // a and b are gone
+			{Op: "ack", D: 0, Want: "ok"},                                // its holder may still ack it: it is pending
+			{Op: "lease", Dur: long, Want: "c a1 t1"},
 		}},
 		// The entry an XADD adds is trimmed by its own MINID: acknowledged, gone.
-		{name: "MINID in the future trims even the new entry", opts: Options{MinID: strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "inspect", want: "queued=[] inflight=[] dead=[] ok"},
-			{op: "lease", dur: long, want: "none"},
+		{name: "MINID in the future trims even the new entry", opts: Options{MinID: strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "inspect", Want: "queued=[] inflight=[] dead=[] ok"},
+			{Op: "lease", Dur: long, Want: "none"},
 		}},
-		{name: "MINID retention keeps young entries", opts: Options{MinIDAge: time.Hour}, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "enqueue", arg: "b", want: "ok"},
-			{op: "inspect", want: "queued=[a b] inflight=[] dead=[] ok"},
+		{name: "MINID retention keeps young entries", opts: Options{MinIDAge: time.Hour}, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "enqueue", Arg: "b", Want: "ok"},
+			{Op: "inspect", Want: "queued=[a b] inflight=[] dead=[] ok"},
 		}},
-		{name: "approximate MAXLEN keeps whole nodes", opts: Options{MaxLen: 1, Approximate: true}, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "enqueue", arg: "b", want: "ok"},
-			{op: "inspect", want: "queued=[a b] inflight=[] dead=[] ok"},
+		{name: "approximate MAXLEN keeps whole nodes", opts: Options{MaxLen: 1, Approximate: true}, steps: []queuetest.Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "enqueue", Arg: "b", Want: "ok"},
+			{Op: "inspect", Want: "queued=[a b] inflight=[] dead=[] ok"},
 		}},
-		{name: "block waits for a new entry", opts: Options{Block: 50 * time.Millisecond}, steps: []step{
-			{op: "lease", dur: long, want: "none"},
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", dur: long, want: "a a1 t1"},
+		{name: "block waits for a new entry", opts: Options{Block: 50 * time.Millisecond}, steps: []queuetest.Step{
+			{Op: "lease", Dur: long, Want: "none"},
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { runScript(t, newQueue(t, tt.opts), tt.steps, true) })
+		t.Run(tt.name, func(t *testing.T) { queuetest.RunScript(t, newQueue(t, tt.opts), features, tt.steps) })
 	}
 }
 
@@ -409,7 +221,7 @@ func TestReceiptNamesTheConsumer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.q.Ack(ctx, tt.d)
-			got := outcome(err)
+			got := queuetest.Outcome(err)
 			var oe *adapters.OpError
 			if err != nil && errors.As(err, &oe) && strings.HasPrefix(got, "error: ") {
 				got = "error: " + oe.Err.Error()
@@ -682,7 +494,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := outcome(classify(tt.err)); got != tt.want {
+			if got := queuetest.Outcome(classify(tt.err)); got != tt.want {
 				t.Errorf("classify(%v) = %s, want %s", tt.err, got, tt.want)
 			}
 		})
