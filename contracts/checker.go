@@ -41,6 +41,9 @@ const (
 	PropCommitLost       Property = "acknowledged_commit_lost"
 	// PropAmbiguousResolved: an unknown commit outcome acted on as failure or success.
 	PropAmbiguousResolved Property = "ambiguous_taken_as_known"
+	// PropCircuitOnHealthy: the relay's breaker opened though nothing was wrong
+	// with its channel (a poison event must not stop the queue).
+	PropCircuitOnHealthy Property = "circuit_opened_on_healthy_channel"
 )
 
 // Violation is one broken invariant with its witness: the few history lines that
@@ -95,6 +98,10 @@ type Stats struct {
 	NotDrained      int            `json:"not_drained"`
 	Faults          map[string]int `json:"faults"` // applied, by kind (and crash point)
 	MaxAttempts     int            `json:"max_attempts_seen"`
+	// CircuitOpens counts the relay's breaker opening; EventsDeadLettered the
+	// outbox events it parked for good after the consumer rejected them.
+	CircuitOpens       int `json:"circuit_opens,omitempty"`
+	EventsDeadLettered int `json:"events_dead_lettered,omitempty"`
 	// Violations counts every violation by property, including those whose
 	// witnesses were omitted (at most five are kept per property).
 	Violations map[string]int `json:"violations,omitempty"`
@@ -165,20 +172,21 @@ func Check(ops []history.Op, final Final, opts CheckOptions) ([]Violation, Stats
 }
 
 type checker struct {
-	ops     []history.Op
-	opts    CheckOptions
-	jobs    map[string]*jobState
-	order   []string // job ids in first-enqueue order
-	keys    map[string]*keyState
-	current map[string]string // process → job of its open delivery
-	faulted map[string]bool   // process hit by a kill or pause
-	lastOp  map[string]int32  // process → index of its previous record
-	at      int32             // index of the record being observed
-	crashAt int32             // index of the latest broker crash (-1: none)
-	groups  map[string][]string
-	vs      []Violation
-	st      Stats
-	perKind map[Property]int
+	ops            []history.Op
+	opts           CheckOptions
+	jobs           map[string]*jobState
+	order          []string // job ids in first-enqueue order
+	keys           map[string]*keyState
+	current        map[string]string // process → job of its open delivery
+	faulted        map[string]bool   // process hit by a kill or pause
+	lastOp         map[string]int32  // process → index of its previous record
+	at             int32             // index of the record being observed
+	channelFaulted bool              // a fault was applied to the relay's channel
+	crashAt        int32             // index of the latest broker crash (-1: none)
+	groups         map[string][]string
+	vs             []Violation
+	st             Stats
+	perKind        map[Property]int
 }
 
 const maxPerProperty = 5
@@ -243,9 +251,21 @@ func (c *checker) end(j *jobState, proc, how string) {
 
 func (c *checker) observe(i int32, op *history.Op) {
 	c.at = i
+	switch {
+	case op.F == history.Circuit && op.Value == "open":
+		c.st.CircuitOpens++
+		if !c.channelFaulted {
+			c.violate(PropCircuitOnHealthy, "", "the relay's circuit opened while no fault had touched its channel", i)
+		}
+	case op.F == history.EventDead && op.Type == history.OK:
+		c.st.EventsDeadLettered++
+	}
 	if op.F == history.Fault {
 		if op.Value == "broker_crash" {
 			c.crashAt = i
+		}
+		if op.Key == "channel" {
+			c.channelFaulted = true
 		}
 		if op.Job != "" {
 			c.job(op.Job).fault = i
@@ -704,7 +724,7 @@ func (c *checker) finish(f Final) []string {
 	}
 	for _, e := range f.Store.Events {
 		k := c.keys[e.Key]
-		if c.opts.RelayRan && f.Drained && (k == nil || k.applied == 0) {
+		if c.opts.RelayRan && f.Drained && !e.Dead && (k == nil || k.applied == 0) {
 			c.violate(PropEventLost, e.JobID, "the event was never applied by the consumer: "+e.Key, k.idx())
 		}
 	}

@@ -145,7 +145,14 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 				name = fmt.Sprintf("relay.%d", inc)
 			}
 			r := &pipeline.Relay{Env: newEnv(name), Store: gs, Hooks: hooks, Publish: publish, Batch: 8, Poll: sc.Poll,
-				BreakAfter: 5, ProbeEvery: 2 * time.Second}
+				BreakAfter: 5, ProbeEvery: 2 * time.Second, EventBudget: 5,
+				Probe: func(ctx context.Context) error {
+					if channel.Down(s.Now()) {
+						return adapters.ErrUnavailable
+					}
+					return nil
+				}}
+			r.NaiveBreaker = sab.Pipeline.NaiveBreaker
 			p := s.Spawn(ctx, name, func(ctx context.Context) { _ = r.Run(ctx) })
 			for p.Alive() {
 				_ = sim.Sleep(ctx, time.Second)

@@ -35,6 +35,12 @@ var SeedScenarios = []*Contract{
 		func(seed uint64, n int) Scenario {
 			return base("poison job", workload(seed, n, everyNth(7, func(p *pipeline.Payload) { p.Crash = true }, 2)))
 		}, func(s Stats) string { return atLeast("poison crashes", s.Faults["crash:poison"], 2) }),
+	scenario("poison-event", "the consumer rejects two jobs' events on every delivery, on a healthy channel",
+		func(seed uint64, n int) Scenario {
+			return base("poison event", workload(seed, n, everyNth(6, func(p *pipeline.Payload) { p.PoisonEvent = true }, 2)))
+		}, func(s Stats) string { return atLeast("outbox events dead-lettered", s.EventsDeadLettered, 2) },
+		Sabotage{Name: "naive-breaker", What: "the relay's breaker counts a rejected event as a dead channel and never probes",
+			Pipeline: pipeline.Sabotage{NaiveBreaker: true}}),
 	scenario("stubborn-job", "two jobs fail transiently forever",
 		func(seed uint64, n int) Scenario {
 			return base("stubborn job", workload(seed, n, everyNth(5, func(p *pipeline.Payload) { p.FailTransient = -1 }, 2)))
@@ -77,8 +83,8 @@ var SeedScenarios = []*Contract{
 		}, func(s Stats) string { return atLeast("faults applied", len(s.Faults), 3) }),
 }
 
-func scenario(name, claim string, sc func(uint64, int) Scenario, ex func(Stats) string) *Contract {
-	return &Contract{ID: "scenario/" + name, Claim: claim + ": no accepted job lost, no effect applied twice, order kept where claimed, no job attempted beyond its budget",
+func scenario(name, claim string, sc func(uint64, int) Scenario, ex func(Stats) string, sabotages ...Sabotage) *Contract {
+	return &Contract{ID: "scenario/" + name, Sabotages: sabotages, Claim: claim + ": no accepted job lost, no effect applied twice, order kept where claimed, no job attempted beyond its budget",
 		Motivation: "seed scenario of the fail-safe event queue", Labels: []string{"scenario"}, Scenario: sc, Exercised: ex}
 }
 

@@ -41,6 +41,9 @@ const (
 	Apply      F = "apply"
 	Reprocess  F = "reprocess"
 	Fault      F = "fault"
+	Probe      F = "probe"      // the relay's cheap test of its channel
+	Circuit    F = "circuit"    // the relay's breaker: value open or closed
+	EventDead  F = "event_dead" // the relay parked a rejected outbox event for good
 )
 
 // Op is one history record. T is nanoseconds since the Unix epoch (virtual time on

@@ -72,4 +72,7 @@ type Sabotage struct {
 	CancelToDLQ      bool `json:"cancel_to_dlq,omitempty"`
 	TimeoutAsFailure bool `json:"timeout_as_failure,omitempty"`
 	KeyWithoutTenant bool `json:"key_without_tenant,omitempty"`
+	// NaiveBreaker: the relay's breaker cannot tell a dead channel from a
+	// poison event, and opens on either.
+	NaiveBreaker bool `json:"naive_breaker,omitempty"`
 }

@@ -22,7 +22,14 @@ type Payload struct {
 	// FailBelowVersion fails permanently while the job's operation version is
 	// below it: a bug fixed upstream, so that a reprocessed job (version+1) succeeds.
 	FailBelowVersion int `json:"fail_below_version,omitempty"`
+	// PoisonEvent makes the job succeed with a result its outbox event's
+	// consumer rejects on every delivery (a poison event).
+	PoisonEvent bool `json:"poison_event,omitempty"`
 }
+
+// PoisonEventPrefix starts the result, and so the event body, of a job flagged
+// PoisonEvent; the reference consumer rejects such events.
+const PoisonEventPrefix = "poison:"
 
 // Encode returns the payload's bytes.
 func (p Payload) Encode() []byte {
@@ -112,5 +119,8 @@ func Extract(p Payload, attempt, version int) (string, error) {
 		return "", &TransientError{Err: fmt.Errorf("upstream busy for document %s: %q", p.Doc, p.Text)}
 	}
 	h := sha256.Sum256([]byte(p.Doc + "\x00" + p.Text))
+	if p.PoisonEvent {
+		return PoisonEventPrefix + hex.EncodeToString(h[:8]), nil
+	}
 	return "digest:" + hex.EncodeToString(h[:8]), nil
 }

@@ -118,7 +118,7 @@ func (s *MemStore) putEvent(req CommitRequest) {
 	if _, ok := s.eventIdx[req.EventID]; ok {
 		return
 	}
-	e := &Event{ID: req.EventID, Key: req.Key, JobID: req.JobID}
+	e := &Event{ID: req.EventID, Key: req.Key, JobID: req.JobID, Body: req.Result}
 	s.events = append(s.events, e)
 	s.eventIdx[e.ID] = e
 	s.pending++
@@ -210,7 +210,7 @@ func (s *MemStore) PendingEvents(ctx context.Context, limit int) ([]Event, error
 		if len(out) == limit || s.pending == 0 {
 			break
 		}
-		if !e.Published {
+		if !e.Published && !e.Dead {
 			out = append(out, *e)
 		}
 	}
@@ -225,6 +225,16 @@ func (s *MemStore) MarkPublished(ctx context.Context, ids []string, at time.Time
 			e.Published, e.PublishedAt = true, at
 			s.pending--
 		}
+	}
+	return nil
+}
+
+func (s *MemStore) DeadLetterEvent(ctx context.Context, id, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.eventIdx[id]; ok && !e.Published && !e.Dead {
+		e.Dead, e.DeadReason = true, reason
+		s.pending--
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -17,18 +19,34 @@ type Relay struct {
 	Store   Store
 	Hooks   Hooks
 	Publish func(ctx context.Context, e Event) error
-	Batch   int
-	Poll    time.Duration
+	// Probe, if set, is a cheap test of the channel (no event sent). Without it
+	// the breaker cannot tell a dead channel from a bad event, and treats every
+	// failure streak as a dead channel.
+	Probe func(ctx context.Context) error
+	Batch int
+	Poll  time.Duration
 	// Retention of published rows; 0 means DefaultOutboxRetention.
 	Retention time.Duration
-	// The circuit opens after BreakAfter consecutive failed publishes; while open,
-	// one probe per ProbeEvery tests the channel and the events stay parked.
+	// After BreakAfter consecutive failed publishes the relay probes the channel;
+	// if the probe fails too, the circuit opens: events stay parked in the outbox
+	// and one probe per ProbeEvery tests the channel until it answers, then the
+	// backlog drains in acceptance order.
 	BreakAfter int
 	ProbeEvery time.Duration
+	// EventBudget is how often one event may be rejected by the consumer on a
+	// healthy channel before it is dead-lettered (parked for good), so that a
+	// poison event holds up the events behind it for no longer than that. 0: 5.
+	EventBudget int
 	// StepTimeout bounds one batch (its store and publish calls); 0: no bound.
 	StepTimeout time.Duration
-	failures    int
-	openUntil   time.Time
+	// NaiveBreaker counts every failure, a rejection too, as the channel's and
+	// never probes: the negative control of the poison-event scenario. Never set
+	// it otherwise.
+	NaiveBreaker bool
+	failures     int
+	open         bool
+	nextProbe    time.Time
+	rejected     map[string]int
 }
 
 func (r *Relay) rec(t history.Type, f history.F, e Event, err error) {
@@ -36,18 +54,53 @@ func (r *Relay) rec(t history.Type, f history.F, e Event, err error) {
 }
 
 // Open reports whether the circuit is open.
-func (r *Relay) Open() bool { return r.Env.Now().Before(r.openUntil) }
+func (r *Relay) Open() bool { return r.open }
+
+// ErrRejected marks an event the consumer refused: the channel works, the event
+// does not.
+var ErrRejected = errors.New("event rejected by the consumer")
+
+func (r *Relay) setOpen(open bool) {
+	if r.open == open {
+		return
+	}
+	r.open = open
+	state := "closed"
+	if open {
+		state = "open"
+	}
+	r.Env.Record(history.Op{Type: history.Info, F: history.Circuit, Value: state})
+}
+
+// probe tests the channel; no Probe means "assume it is down".
+func (r *Relay) probe(ctx context.Context) bool {
+	if r.Probe == nil || r.NaiveBreaker {
+		return false
+	}
+	r.Env.Record(history.Op{Type: history.Invoke, F: history.Probe})
+	err := r.Probe(ctx)
+	t := history.OK
+	if err != nil {
+		t = history.Fail
+	}
+	r.Env.Record(history.Op{Type: t, F: history.Probe, Err: ErrorCode(err)})
+	return err == nil
+}
 
 // Step publishes one batch; it reports how many events it published.
 func (r *Relay) Step(ctx context.Context) (int, error) {
-	limit := r.Batch
-	if r.Open() {
-		return 0, nil
+	if r.open {
+		if r.Env.Now().Before(r.nextProbe) {
+			return 0, nil
+		}
+		if !r.probe(ctx) {
+			r.nextProbe = r.Env.Now().Add(r.ProbeEvery)
+			return 0, nil
+		}
+		r.setOpen(false)
+		r.failures = 0
 	}
-	if r.failures >= r.BreakAfter && r.BreakAfter > 0 {
-		limit = 1 // half-open: one probe
-	}
-	events, err := r.Store.PendingEvents(ctx, limit)
+	events, err := r.Store.PendingEvents(ctx, r.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -64,13 +117,10 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 			r.rec(history.Fail, history.Publish, e, err)
 		}
 		if err != nil {
-			r.failures++
-			if r.BreakAfter > 0 && r.failures >= r.BreakAfter {
-				r.openUntil = r.Env.Now().Add(r.ProbeEvery)
-			}
-			return n, nil
+			return n, r.failed(ctx, e, err)
 		}
 		r.failures = 0
+		delete(r.rejected, e.ID)
 		r.Hooks.At(ctx, AfterPublishBeforeMark, e.JobID)
 		r.rec(history.Invoke, history.Mark, e, nil)
 		err = r.Store.MarkPublished(ctx, []string{e.ID}, r.Env.Now())
@@ -78,6 +128,49 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// failed handles a failed publish of e. The batch stops there, so that the
+// events behind e wait: acceptance order is kept.
+func (r *Relay) failed(ctx context.Context, e Event, err error) error {
+	bad := errors.Is(err, ErrRejected) && !r.NaiveBreaker
+	if !bad {
+		r.failures++
+		if r.BreakAfter <= 0 || r.failures < r.BreakAfter {
+			return nil
+		}
+		if !r.probe(ctx) {
+			r.setOpen(true)
+			r.nextProbe = r.Env.Now().Add(r.ProbeEvery)
+			return nil
+		}
+		// The channel answers the probe: this event is the problem.
+		r.failures = 0
+		bad = true
+	}
+	if r.rejected == nil {
+		r.rejected = map[string]int{}
+	}
+	r.rejected[e.ID]++
+	budget := r.EventBudget
+	if budget <= 0 {
+		budget = 5
+	}
+	if r.rejected[e.ID] < budget {
+		return nil
+	}
+	r.rec(history.Invoke, history.EventDead, e, nil)
+	derr := r.Store.DeadLetterEvent(ctx, e.ID, ReasonRejectedEvent)
+	switch {
+	case derr == nil:
+		delete(r.rejected, e.ID)
+		r.rec(history.OK, history.EventDead, e, nil)
+	case ambiguous(derr):
+		r.rec(history.Info, history.EventDead, e, derr)
+	default:
+		r.rec(history.Fail, history.EventDead, e, derr)
+	}
+	return nil
 }
 
 func (r *Relay) recMark(e Event, err error) {
@@ -131,6 +224,10 @@ type Consumer struct {
 // Handle applies e; a repeat is dropped and recorded as such.
 func (c *Consumer) Handle(ctx context.Context, e Event) error {
 	c.Env.Record(history.Op{Type: history.Invoke, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID})
+	if strings.HasPrefix(e.Body, PoisonEventPrefix) {
+		c.Env.Record(history.Op{Type: history.Fail, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: "rejected"})
+		return fmt.Errorf("%w: %s", ErrRejected, e.ID)
+	}
 	first, err := c.Store.ApplyEvent(ctx, e.ID)
 	if err != nil {
 		c.Env.Record(history.Op{Type: history.Fail, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: ErrorCode(err)})

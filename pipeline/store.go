@@ -59,10 +59,13 @@ const (
 	ReasonMaxAttempts         = "max_attempts_exceeded"
 	ReasonIdempotencyConflict = "idempotency_conflict"
 	ReasonInvalidJob          = "invalid_job"
+	// ReasonRejectedEvent: the consumer rejected an outbox event on a healthy
+	// channel more often than the relay's budget.
+	ReasonRejectedEvent = "rejected_event"
 )
 
 // ReasonCodes lists every valid dead-letter reason.
-var ReasonCodes = []string{ReasonPermanent, ReasonMaxAttempts, ReasonIdempotencyConflict, ReasonInvalidJob}
+var ReasonCodes = []string{ReasonPermanent, ReasonMaxAttempts, ReasonIdempotencyConflict, ReasonInvalidJob, ReasonRejectedEvent}
 
 // DeadLetterRecord is what the DLQ keeps of a job: identity and a reason code,
 // never payload or error text.
@@ -94,14 +97,19 @@ type Result struct {
 	EventID string `json:"event_id"`
 }
 
-// Event is one outbox row.
+// Event is one outbox row. Body is what the consumer receives (the result).
 type Event struct {
 	ID          string    `json:"id"`
 	Key         string    `json:"key"`
 	JobID       string    `json:"job_id"`
+	Body        string    `json:"body,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	Published   bool      `json:"published"`
 	PublishedAt time.Time `json:"published_at,omitzero"`
+	// Dead: the consumer rejected the event on a healthy channel beyond its
+	// budget; the relay parked it for good (DeadReason is a reason code).
+	Dead       bool   `json:"dead,omitempty"`
+	DeadReason string `json:"dead_reason,omitempty"`
 }
 
 // State is the store's content at the end of a run, in a deterministic order.
@@ -145,6 +153,9 @@ type Store interface {
 	PendingEvents(ctx context.Context, limit int) ([]Event, error)
 	// MarkPublished is idempotent.
 	MarkPublished(ctx context.Context, ids []string, at time.Time) error
+	// DeadLetterEvent parks an event for good with a reason code: PendingEvents
+	// no longer returns it. Idempotent.
+	DeadLetterEvent(ctx context.Context, id, reason string) error
 	// PurgePublished removes events published before cutoff; it returns how many.
 	PurgePublished(ctx context.Context, cutoff time.Time) (int, error)
 	// ApplyEvent records the consumer's application of an event id and reports

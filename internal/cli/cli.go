@@ -192,8 +192,8 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	tw.Flush()
 	for _, r := range doc.Results {
 		if r.Contract != "" && strings.HasPrefix(r.Contract, "scenario/") {
-			fmt.Fprintf(w, "%s: accepted %d, applied %d, dead-lettered %d, cancelled %d, duplicates dropped %d\n", r.Contract,
-				r.Stats.Accepted, r.Stats.Applied, r.Stats.DeadLettered, r.Stats.Cancelled, r.Stats.DroppedRepeats)
+			fmt.Fprintf(w, "%s: accepted %d, applied %d, dead-lettered %d, cancelled %d, duplicates dropped %d, events dead-lettered %d, circuit opened %d\n", r.Contract,
+				r.Stats.Accepted, r.Stats.Applied, r.Stats.DeadLettered, r.Stats.Cancelled, r.Stats.DroppedRepeats, r.Stats.EventsDeadLettered, r.Stats.CircuitOpens)
 		}
 	}
 	for _, r := range doc.Results {

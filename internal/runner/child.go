@@ -150,8 +150,12 @@ func Child(ctx context.Context, configPath string) error {
 		return wk.Run(ctx)
 	case RoleRelay:
 		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store, Sabotage: cfg.Sabotage}
+		// The channel is the relay's connection to the store, where the consumer
+		// applies events; the probe is a cheap read over it.
 		r := &pipeline.Relay{Env: env, Store: store, Hooks: hooks, Publish: consumer.Handle, Batch: 8, Poll: cfg.Poll,
-			BreakAfter: 5, ProbeEvery: 20 * cfg.Poll, StepTimeout: 3 * cfg.Lease}
+			BreakAfter: 5, ProbeEvery: 20 * cfg.Poll, StepTimeout: 3 * cfg.Lease, EventBudget: 5,
+			Probe: func(ctx context.Context) error { _, err := store.PendingEvents(ctx, 1); return err }}
+		r.NaiveBreaker = cfg.Sabotage.NaiveBreaker
 		return r.Run(ctx)
 	}
 	return fmt.Errorf("worker: unknown role %q", cfg.Role)

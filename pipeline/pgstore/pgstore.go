@@ -55,7 +55,7 @@ var (
 
 // queries are the statements of one schema, built once at Open.
 type queries struct {
-	fence, insertResult, resultHash, insertEvent                    string
+	fence, insertResult, resultHash, insertEvent, deadEvent         string
 	deadLetter, cancel, isCancelled, lockDead, audit, markReprocess string
 	lockJob, markDone, isCommitted, isDeadOrCancelled, isDead       string
 	insertAudit, pending, markPublished, purge, apply               string
@@ -87,9 +87,11 @@ CREATE TABLE IF NOT EXISTS {s}.events (
 	job_id       text NOT NULL,
 	created_at   timestamptz NOT NULL DEFAULT now(),
 	published    boolean NOT NULL DEFAULT false,
-	published_at timestamptz
+	published_at timestamptz,
+	body         text NOT NULL DEFAULT '',
+	dead_reason  text                       -- set: parked for good, never pending again
 );
-CREATE INDEX IF NOT EXISTS events_pending ON {s}.events (seq) WHERE NOT published;
+CREATE INDEX IF NOT EXISTS events_pending ON {s}.events (seq) WHERE NOT published AND dead_reason IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.applied (
 	id    text PRIMARY KEY,
 	count integer NOT NULL
@@ -131,7 +133,8 @@ func newQueries(schema string) queries {
 		insertResult: s(`INSERT INTO {s}.results (key, job_id, tenant, hash, token, event_id, result)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING`),
 		resultHash:  s(`SELECT hash FROM {s}.results WHERE key = $1`),
-		insertEvent: s(`INSERT INTO {s}.events (id, key, job_id) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`),
+		insertEvent: s(`INSERT INTO {s}.events (id, key, job_id, body) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`),
+		deadEvent:   s(`UPDATE {s}.events SET dead_reason = $2 WHERE id = $1 AND NOT published AND dead_reason IS NULL`),
 		deadLetter: s(`INSERT INTO {s}.dead_letters (job_id, tenant, key, reason, attempt, at)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id) DO NOTHING`),
 		cancel: s(`INSERT INTO {s}.cancelled (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING`),
@@ -148,15 +151,15 @@ func newQueries(schema string) queries {
 		audit:         s(`SELECT old_job, new_job, operator, at FROM {s}.audits WHERE old_job = $1`),
 		markReprocess: s(`UPDATE {s}.dead_letters SET reprocessed = true WHERE job_id = $1`),
 		insertAudit:   s(`INSERT INTO {s}.audits (old_job, new_job, operator, at) VALUES ($1, $2, $3, $4)`),
-		pending: s(`SELECT id, key, job_id, created_at, published, published_at FROM {s}.events
-			WHERE NOT published ORDER BY seq LIMIT $1`),
+		pending: s(`SELECT id, key, job_id, created_at, published, published_at, body, dead_reason FROM {s}.events
+			WHERE NOT published AND dead_reason IS NULL ORDER BY seq LIMIT $1`),
 		markPublished: s(`UPDATE {s}.events SET published = true, published_at = $2
 			WHERE id = ANY($1) AND NOT published`),
 		purge: s(`DELETE FROM {s}.events WHERE published AND published_at < $1`),
 		apply: s(`INSERT INTO {s}.applied AS a (id, count) VALUES ($1, 1)
 			ON CONFLICT (id) DO UPDATE SET count = a.count + 1 RETURNING count`),
 		snapResults:   s(`SELECT key, job_id, tenant, hash, token, event_id FROM {s}.results ORDER BY seq`),
-		snapEvents:    s(`SELECT id, key, job_id, created_at, published, published_at FROM {s}.events ORDER BY seq`),
+		snapEvents:    s(`SELECT id, key, job_id, created_at, published, published_at, body, dead_reason FROM {s}.events ORDER BY seq`),
 		snapApplied:   s(`SELECT id, count FROM {s}.applied`),
 		snapDead:      s(`SELECT job_id, tenant, key, reason, attempt, at, reprocessed FROM {s}.dead_letters ORDER BY seq`),
 		snapCancelled: s(`SELECT job_id FROM {s}.cancelled ORDER BY job_id COLLATE "C"`),
@@ -263,7 +266,7 @@ func (s *Store) WriteResult(ctx context.Context, req pipeline.CommitRequest) (bo
 
 // WriteEvent is the second half of the naive dual write.
 func (s *Store) WriteEvent(ctx context.Context, req pipeline.CommitRequest) error {
-	return s.exec(ctx, "write event "+req.EventID, s.q.insertEvent, req.EventID, req.Key, req.JobID)
+	return s.exec(ctx, "write event "+req.EventID, s.q.insertEvent, req.EventID, req.Key, req.JobID, req.Result)
 }
 
 func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEvent bool, also func(context.Context, pgx.Tx) error) (deduped bool, err error) {
@@ -314,7 +317,7 @@ func (s *Store) commit(ctx context.Context, req pipeline.CommitRequest, withEven
 		return false, s.dbErr(op, err, false)
 	}
 	if withEvent {
-		if _, err := tx.Exec(ctx, s.q.insertEvent, req.EventID, req.Key, req.JobID); err != nil {
+		if _, err := tx.Exec(ctx, s.q.insertEvent, req.EventID, req.Key, req.JobID, req.Result); err != nil {
 			return false, s.dbErr(op, err, false)
 		}
 		if also != nil {
@@ -450,8 +453,12 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]pipeline.Event,
 func scanEvent(row pgx.CollectableRow) (pipeline.Event, error) {
 	var e pipeline.Event
 	var at *time.Time
-	if err := row.Scan(&e.ID, &e.Key, &e.JobID, &e.CreatedAt, &e.Published, &at); err != nil {
+	var dead *string
+	if err := row.Scan(&e.ID, &e.Key, &e.JobID, &e.CreatedAt, &e.Published, &at, &e.Body, &dead); err != nil {
 		return e, err
+	}
+	if dead != nil {
+		e.Dead, e.DeadReason = true, *dead
 	}
 	e.CreatedAt = e.CreatedAt.UTC()
 	if at != nil {
@@ -467,6 +474,11 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string, at time.Time) e
 		return nil
 	}
 	return s.exec(ctx, "mark published", s.q.markPublished, ids, at)
+}
+
+// DeadLetterEvent parks an unpublished event for good with reason; idempotent.
+func (s *Store) DeadLetterEvent(ctx context.Context, id, reason string) error {
+	return s.exec(ctx, "dead letter event "+id, s.q.deadEvent, id, reason)
 }
 
 // PurgePublished removes events published before cutoff and returns how many.
