@@ -74,6 +74,11 @@ type Features struct {
 	// InFlightUnnamed: Inspect counts the deliveries in flight but cannot name
 	// their jobs.
 	InFlightUnnamed bool
+	// InspectRedelivers: Inspect reads the queued jobs by receiving and
+	// returning them, so every Inspect that lists a queued job is a delivery of
+	// it (its later token and attempt grow): inspections of jobs a script leases
+	// later are not made.
+	InspectRedelivers bool
 	// Unnamed: Inspect names no queued or in-flight job and counts them only
 	// approximately (Inventory.Unnamed): only emptiness is compared.
 	Unnamed bool
@@ -243,6 +248,7 @@ func RunScript(t testing.TB, q adapters.Queue, f Features, steps []Step) {
 	for _, err := range e.run(steps) {
 		t.Error(err)
 	}
+	t.Logf("%d steps checked", e.checked(steps))
 }
 
 // abilities says which ability the steps need that q lacks.

@@ -10,14 +10,7 @@ import (
 	"github.com/durachk/durachk/adapters/mem"
 )
 
-// The reference broker conforms to its own suite.
-func TestRunOnReference(t *testing.T) {
-	Run(t, func(t *testing.T, o Options) adapters.Queue {
-		q := reference(o)
-		t.Cleanup(func() { _ = q.Close() })
-		return q
-	}, Features{Parallel: true})
-}
+// The reference broker conforms to the suite: adapters/mem's TestConformance.
 
 // unfencedAck is the reference broker with its ack fence removed: a stale or
 // finished delivery acks fine.
@@ -43,7 +36,6 @@ func TestCheck(t *testing.T) {
 		f        Features
 		wantErrs []string // each must be in the joined error; none: nil
 	}{
-		{name: "reference conforms", open: func(o Options) (adapters.Queue, error) { return reference(o), nil }},
 		{name: "an unfenced ack claiming fencing is caught", open: func(o Options) (adapters.Queue, error) { return unfencedAck{reference(o)}, nil },
 			wantErrs: []string{`the stale holder is refused/queue: step 4 ack : got "ok", want "stale"`, `lease then ack/queue: step 5 ack : got "ok", want "lost"`}},
 		{name: "a queue that is not FIFO skips the FIFO scripts", open: noFIFO},

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/adapters/queuetest"
 )
 
 // testURL is the RabbitMQ the tests run against, e.g.
@@ -94,205 +96,82 @@ func drop(t testing.TB, url string, q *Queue) {
 	}
 }
 
-func job(id string) adapters.Job {
-	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
-		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5}
-}
+// job is the job of a script's enqueue: "id" or "id@group".
+var job = queuetest.Job
 
-// step is one call of a queue script; d names a delivery by the order in which
-// the script's leases returned it.
-type step struct {
-	op   string // enqueue, lease, ack, nack, dead, sleep, inspect, reconnect
-	arg  string
-	d    int
-	dur  time.Duration
-	want string
-}
+const long = time.Minute
 
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, adapters.ErrStaleToken), errors.Is(err, adapters.ErrLeaseLost):
-		return "lost" // the port allows either for a delivery that is no longer current
-	case errors.Is(err, adapters.ErrNoJob):
-		return "none"
-	case errors.Is(err, adapters.ErrClosed):
-		return "closed"
-	case errors.Is(err, adapters.ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, adapters.ErrAmbiguous):
-		return "ambiguous"
-	}
-	return "error: " + err.Error()
-}
+// features are RabbitMQ's documented deviations from the reference semantics.
+// https://www.rabbitmq.com/docs/confirms#automatic-requeueing: an unacked
+// delivery returns when its channel or connection closes; there is no
+// per-message lease, so the adapter returns an expired delivery on the holding
+// Queue's next Lease (ExpiryOnNextLease). A delivery tag is valid only on its
+// channel: the adapter refuses a delivery that is no longer current without
+// telling superseded from finished (StaleIsLost). Inspect counts unacked
+// messages (messages_unacknowledged) but cannot name them (InFlightUnnamed),
+// and names the ready ones by basic.get without ack, returned when the browsing
+// channel closes: a return that counts as a delivery (x-delivery-count on quorum
+// queues, the redelivered flag on classic ones) (InspectRedelivers).
+var features = queuetest.Features{ExpiryOnNextLease: true, StaleIsLost: true, InFlightUnnamed: true, InspectRedelivers: true}
 
-type scriptQueue interface {
-	adapters.Queue
-	adapters.DeadLetterer
-	adapters.Inspector
-}
-
-// runScript runs steps against q. withCount: the script's lease lines show the
-// broker's attempt (a, for a target that counts) and always the token (t).
-func runScript(t *testing.T, q scriptQueue, steps []step) {
-	t.Helper()
-	ctx := context.Background()
-	var ds []adapters.Delivery
-	for i, s := range steps {
-		var got string
-		switch s.op {
-		case "enqueue":
-			got = outcome(q.Enqueue(ctx, job(s.arg)))
-		case "lease":
-			d, err := q.Lease(ctx, s.dur)
-			if got = outcome(err); err == nil {
-				ds = append(ds, d)
-				got = fmt.Sprintf("%s t%d", d.Job.ID, d.Token)
-			}
-		case "ack":
-			got = outcome(q.Ack(ctx, ds[s.d]))
-		case "nack":
-			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
-		case "dead":
-			got = outcome(q.DeadLetter(ctx, ds[s.d], "permanent_error"))
-		case "sleep":
-			time.Sleep(s.dur)
-			continue
-		case "reconnect":
-			// The connection dies, as a heartbeat timeout or a partition ends it.
-			if rq, ok := q.(*Queue); ok {
-				rq.mu.Lock()
-				rq.cur.c.Close()
-				rq.mu.Unlock()
-			} else {
-				// The reference broker: the lease simply runs out.
-				for _, d := range ds {
-					_ = q.Nack(ctx, d, 0)
-				}
-			}
-			continue
-		case "inspect":
-			inv, err := q.Inspect(ctx)
-			got = fmt.Sprintf("queued=%v inflight=%d dead=%v %s", inv.Queued, len(inv.InFlight), inv.DeadLettered, outcome(err))
-		default:
-			t.Fatalf("step %d: unknown op %q", i, s.op)
+// open opens a queue of kind for a conformance script: o.NackDelay turns the
+// delay queue on; a delivery limit becomes the quorum queue's x-delivery-limit,
+// which dead-letters a message returned more than x-delivery-limit times
+// (https://www.rabbitmq.com/docs/quorum-queues#poison-message-handling), so a
+// limit of n deliveries is x-delivery-limit n-1. Classic queues have none: the
+// suite skips those scripts.
+func open(kind Options) func(t *testing.T, o queuetest.Options) adapters.Queue {
+	return func(t *testing.T, o queuetest.Options) adapters.Queue {
+		opts := kind
+		opts.DelayQueue = o.NackDelay
+		if o.DeliveryLimit > 0 && kind.Args["x-queue-type"] == "quorum" {
+			opts.Args = maps.Clone(kind.Args)
+			opts.Args["x-delivery-limit"] = int64(o.DeliveryLimit - 1)
 		}
-		if got != s.want {
-			t.Errorf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
-		}
+		return newQueue(t, opts)
 	}
 }
 
-const (
-	long  = time.Minute
-	short = 100 * time.Millisecond
-	past  = 300 * time.Millisecond
-)
-
-// scripts hold on the reference broker and on RabbitMQ alike (where a script
-// only holds on RabbitMQ, mem is false). Tokens are those of a quorum queue;
-// classic queues give the same ones here (one redelivery at most per script).
-var scripts = []struct {
-	name       string
-	mem        bool
-	delayQueue bool // needs Options.DelayQueue
-	steps      []step
-}{
-	{name: "lease then ack", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[] inflight=1 dead=[] ok"},
-		{op: "ack", d: 0, want: "ok"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "inspect", want: "queued=[] inflight=0 dead=[] ok"},
-	}},
-	{name: "acceptance order", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "enqueue", arg: "c", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "lease", dur: long, want: "b t1"},
-		{op: "lease", dur: long, want: "c t1"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "inspect", want: "queued=[] inflight=3 dead=[] ok"},
-	}},
-	{name: "inspect names what is ready (at the end of a run: no other process connected)", mem: true, steps: []step{
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "inspect", want: "queued=[b a] inflight=0 dead=[] ok"},
-	}},
-	{name: "a closed connection returns the delivery; the old holder is refused", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "reconnect"},
-		{op: "lease", dur: long, want: "a t2"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "nack", d: 0, want: "lost"},
-		{op: "dead", d: 0, want: "lost"},
-		{op: "ack", d: 1, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-	}},
-	{name: "an expired lease is returned by the holder's next lease", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: short, want: "a t1"},
-		{op: "sleep", dur: past},
-		{op: "lease", dur: long, want: "a t2"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "ack", d: 1, want: "ok"},
-	}},
-	{name: "nack at once", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "nack", d: 0, want: "ok"},
-		{op: "lease", dur: long, want: "a t2"},
-		{op: "nack", d: 0, want: "lost"},
-		{op: "ack", d: 1, want: "ok"},
-	}},
-	{name: "nack with delay", mem: true, delayQueue: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "nack", d: 0, dur: 200 * time.Millisecond, want: "ok"},
-		{op: "lease", dur: long, want: "none"},
-		{op: "sleep", dur: 500 * time.Millisecond},
-		{op: "lease", dur: long, want: "a t2"},
-		{op: "nack", d: 1, dur: 50 * time.Millisecond, want: "ok"},
-		{op: "sleep", dur: 300 * time.Millisecond},
-		{op: "lease", dur: long, want: "a t3"},
-	}},
-	{name: "without the delay queue a nack requeues at once", steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "nack", d: 0, dur: time.Hour, want: "ok"},
-		{op: "lease", dur: long, want: "a t2"},
-	}},
-	{name: "dead letter moves the job", mem: true, steps: []step{
-		{op: "enqueue", arg: "a", want: "ok"},
-		{op: "enqueue", arg: "b", want: "ok"},
-		{op: "lease", dur: long, want: "a t1"},
-		{op: "dead", d: 0, want: "ok"},
-		{op: "dead", d: 0, want: "lost"},
-		{op: "ack", d: 0, want: "lost"},
-		{op: "sleep", dur: 100 * time.Millisecond},
-		{op: "inspect", want: "queued=[b] inflight=0 dead=[a] ok"},
-	}},
+// TestConformance runs the port's conformance suite against RabbitMQ (classic and
+// quorum) and, as the reference, against adapters/mem.
+func TestConformance(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { queuetest.Run(t, open(classic), features) })
+	t.Run("quorum", func(t *testing.T) { queuetest.Run(t, open(quorum), features) })
 }
 
-// TestQueueScripts runs every script against RabbitMQ (classic and quorum) and,
-// as the reference, against adapters/mem.
-func TestQueueScripts(t *testing.T) {
-	for _, sc := range scripts {
-		t.Run(sc.name, func(t *testing.T) {
-			if sc.mem {
-				t.Run("mem", func(t *testing.T) { runScript(t, mem.New(mem.Options{}), sc.steps) })
-			}
-			c, qu := classic, quorum
-			c.DelayQueue, qu.DelayQueue = sc.delayQueue, sc.delayQueue
-			t.Run("classic", func(t *testing.T) { runScript(t, newQueue(t, c), sc.steps) })
-			t.Run("quorum", func(t *testing.T) { runScript(t, newQueue(t, qu), sc.steps) })
-		})
+// closeConnection kills the connection of a RabbitMQ queue, as a heartbeat
+// timeout or a partition ends it; on the reference broker the held deliveries'
+// leases simply run out (they are nacked).
+func closeConnection(q adapters.Queue, ds []adapters.Delivery) error {
+	if rq, ok := q.(*Queue); ok {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		return rq.cur.c.Close()
 	}
+	for _, d := range ds {
+		_ = q.Nack(context.Background(), d, 0)
+	}
+	return nil
+}
+
+// A closed connection returns its deliveries at once; the old holder is refused.
+func TestConnectionLoss(t *testing.T) {
+	steps := []queuetest.Step{
+		{Op: "enqueue", Arg: "a", Want: "ok"},
+		{Op: "lease", Dur: long, Want: "a a1 t1"},
+		{Op: "call", Call: closeConnection},
+		{Op: "lease", Dur: long, Want: "a a2 t2", Wait: true},
+		{Op: "ack", D: 0, Want: "lost"},
+		{Op: "nack", D: 0, Want: "lost"},
+		{Op: "dead", D: 0, Want: "lost"},
+		{Op: "ack", D: 1, Want: "ok"},
+		{Op: "lease", Dur: long, Want: "none"},
+	}
+	t.Run("mem", func(t *testing.T) {
+		queuetest.RunScript(t, mem.New(mem.Options{}), queuetest.Features{StaleIsLost: true}, steps)
+	})
+	t.Run("classic", func(t *testing.T) { queuetest.RunScript(t, newQueue(t, classic), features, steps) })
+	t.Run("quorum", func(t *testing.T) { queuetest.RunScript(t, newQueue(t, quorum), features, steps) })
 }
 
 // On a quorum queue the broker counts deliveries (x-delivery-count) and its

@@ -17,7 +17,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/durachk/durachk/adapters"
-	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/adapters/queuetest"
 )
 
 // testOptions reads DURACHK_SQS_URL (sqs://host:port?region=...&endpoint-kind=...,
@@ -75,209 +75,27 @@ func newQueue(t testing.TB, edit func(*Options)) *Queue {
 	return q
 }
 
-func job(spec string) adapters.Job {
-	id, group, _ := strings.Cut(spec, "@")
-	return adapters.Job{ID: id, Tenant: "acme", DocumentID: "doc-" + id, Version: 1, Payload: []byte("payload " + id),
-		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), MaxAttempts: 5, Group: group}
-}
+// job is the job of a script's enqueue: "id" or "id@group".
+var job = queuetest.Job
 
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, adapters.ErrStaleToken):
-		return "stale"
-	case errors.Is(err, adapters.ErrLeaseLost):
-		return "lost"
-	case errors.Is(err, adapters.ErrNoJob):
-		return "none"
-	case errors.Is(err, adapters.ErrClosed):
-		return "closed"
-	case errors.Is(err, adapters.ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, adapters.ErrAmbiguous):
-		return "ambiguous"
-	}
-	return "error: " + err.Error()
-}
+// features are SQS's documented deviations from the reference semantics.
+// Visibility timeouts and delays are whole seconds (ReceiveMessage
+// VisibilityTimeout, ChangeMessageVisibility, DelaySeconds). Standard queues
+// have "best-effort ordering" (Unordered). ApproximateNumberOfMessages* count
+// messages but name none (Unnamed). "Changing a message's visibility timeout
+// after it has expired might result in an error" (fauxqs: it succeeds):
+// ExtendExpiredMaySucceed. No fenced ack (Capabilities.FencedAck false) is
+// derived from the capabilities. Scripts run in whole seconds, so in parallel.
+var features = queuetest.Features{LeaseUnit: time.Second, Unordered: true, Unnamed: true, ExtendExpiredMaySucceed: true, Parallel: true}
 
-type fullQueue interface {
-	adapters.Queue
-	adapters.Extender
-	adapters.DeadLetterer
-	adapters.Inspector
-}
-
-// step is one call of a queue script; d names a delivery by the order in which
-// the script's leases returned it. lease wants "id/token" or "none".
-type step struct {
-	op   string // enqueue, lease, ack, nack, extend, dead, sleep, drained, dead-lettered
-	arg  string
-	d    int
-	dur  time.Duration
-	want string
-	// also is one more answer SQS may give where AWS documents a "might".
-	also string
-}
-
-// runScript runs steps against q. Leases ask for 1 s: SQS's smallest lease.
-func runScript(t *testing.T, q fullQueue, steps []step) {
-	_, onSQS := q.(*Queue)
-	t.Helper()
-	ctx := context.Background()
-	var ds []adapters.Delivery
-	for i, s := range steps {
-		var got string
-		switch s.op {
-		case "enqueue":
-			got = outcome(q.Enqueue(ctx, job(s.arg)))
-		case "lease":
-			d, err := q.Lease(ctx, time.Second)
-			if err != nil {
-				got = outcome(err)
-				break
-			}
-			ds = append(ds, d)
-			got = d.Job.ID + "/" + strconv.FormatUint(d.Token, 10)
-			if d.Attempt != int(d.Token) {
-				t.Errorf("step %d: attempt %d, token %d: both are the receive count", i, d.Attempt, d.Token)
-			}
-		case "ack":
-			got = outcome(q.Ack(ctx, ds[s.d]))
-		case "nack":
-			got = outcome(q.Nack(ctx, ds[s.d], s.dur))
-		case "extend":
-			got = outcome(q.Extend(ctx, ds[s.d], s.dur))
-		case "dead":
-			got = outcome(q.DeadLetter(ctx, ds[s.d], "max_attempts"))
-		case "sleep":
-			time.Sleep(s.dur)
-			continue
-		case "drained", "dead-lettered":
-			inv, err := q.Inspect(ctx)
-			switch {
-			case err != nil:
-				got = outcome(err)
-			case s.op == "drained":
-				got = strconv.FormatBool(inv.Empty())
-			default:
-				got = strings.Join(inv.DeadLettered, ",")
-			}
-		default:
-			t.Fatalf("step %d: unknown op %q", i, s.op)
-		}
-		if got != s.want && !(onSQS && s.also != "" && got == s.also) {
-			t.Fatalf("step %d %s %s: got %q, want %q", i, s.op, s.arg, got, s.want)
-		}
-	}
-}
-
-// TestScriptsAgreeWithMem runs each script against the reference broker and
-// against SQS: where the port's semantics are the same, so are the answers.
-func TestScriptsAgreeWithMem(t *testing.T) {
-	tests := []struct {
-		name  string
-		limit int // delivery limit / maxReceiveCount
-		fifo  bool
-		steps []step
-	}{
-		{name: "lease ack", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "lease", want: "none"},
-			{op: "ack", d: 0, want: "ok"},
-			{op: "lease", want: "none"},
-			{op: "drained", want: "true"},
-		}},
-		{name: "nack redelivers with a higher token", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "nack", d: 0, want: "ok"},
-			{op: "lease", want: "a/2"},
-			{op: "ack", d: 1, want: "ok"},
-			{op: "drained", want: "true"},
-		}},
-		{name: "delayed nack", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "nack", d: 0, dur: time.Second, want: "ok"},
-			{op: "lease", want: "none"},
-			{op: "drained", want: "false"},
-			{op: "sleep", dur: 1300 * time.Millisecond},
-			{op: "lease", want: "a/2"},
-			{op: "ack", d: 1, want: "ok"},
-		}},
-		{name: "lease expires and is redelivered", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "sleep", dur: 1300 * time.Millisecond},
-			// AWS: a change of visibility after the timeout "might result in an
-			// error" (MessageNotInflight); fauxqs accepts it.
-			{op: "extend", d: 0, dur: time.Second, want: "lost", also: "ok"},
-			{op: "sleep", dur: 1300 * time.Millisecond},
-			{op: "lease", want: "a/2"},
-			{op: "ack", d: 1, want: "ok"},
-			{op: "drained", want: "true"},
-		}},
-		{name: "heartbeat keeps the lease", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "sleep", dur: 600 * time.Millisecond},
-			{op: "extend", d: 0, dur: time.Second, want: "ok"},
-			{op: "sleep", dur: 600 * time.Millisecond},
-			{op: "extend", d: 0, dur: time.Second, want: "ok"},
-			{op: "sleep", dur: 600 * time.Millisecond},
-			{op: "lease", want: "none"},
-			{op: "ack", d: 0, want: "ok"},
-			{op: "drained", want: "true"},
-		}},
-		{name: "dead letter by the pipeline", steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "enqueue", arg: "b", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "dead", d: 0, want: "ok"},
-			{op: "lease", want: "b/1"},
-			{op: "ack", d: 1, want: "ok"},
-			{op: "drained", want: "true"},
-			{op: "dead-lettered", want: "a"},
-			{op: "dead-lettered", want: "a"}, // Inspect leaves the DLQ as it was
-		}},
-		{name: "redrive after maxReceiveCount", limit: 2, steps: []step{
-			{op: "enqueue", arg: "a", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "nack", d: 0, want: "ok"},
-			{op: "lease", want: "a/2"},
-			{op: "nack", d: 1, want: "ok"},
-			{op: "lease", want: "none"},
-			{op: "drained", want: "true"},
-			{op: "dead-lettered", want: "a"},
-		}},
-		{name: "fifo group one at a time", fifo: true, steps: []step{
-			{op: "enqueue", arg: "a@g", want: "ok"},
-			{op: "enqueue", arg: "b@g", want: "ok"},
-			{op: "enqueue", arg: "c", want: "ok"},
-			{op: "lease", want: "a/1"},
-			{op: "lease", want: "c/1"},
-			{op: "lease", want: "none"},
-			{op: "nack", d: 0, want: "ok"},
-			{op: "lease", want: "a/2"},
-			{op: "ack", d: 2, want: "ok"},
-			{op: "ack", d: 1, want: "ok"},
-			{op: "lease", want: "b/1"},
-			{op: "ack", d: 3, want: "ok"},
-			{op: "drained", want: "true"},
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name+"/mem", func(t *testing.T) {
-			runScript(t, mem.New(mem.Options{DeliveryLimit: tc.limit, FIFO: tc.fifo}), tc.steps)
-		})
-		t.Run(tc.name+"/sqs", func(t *testing.T) {
-			t.Parallel()
-			q := newQueue(t, func(o *Options) { o.MaxReceiveCount, o.FIFO = tc.limit, tc.fifo })
-			runScript(t, q, tc.steps)
-		})
-	}
+// TestConformance runs the port's conformance suite against SQS and, as the
+// reference, against adapters/mem. A delivery limit is the RedrivePolicy's
+// maxReceiveCount: SQS moves a message received more than maxReceiveCount
+// times to the DLQ, as mem dead-letters its (limit+1)-th delivery.
+func TestConformance(t *testing.T) {
+	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
+		return newQueue(t, func(so *Options) { so.MaxReceiveCount, so.FIFO = o.DeliveryLimit, o.FIFO })
+	}, features)
 }
 
 func TestSeconds(t *testing.T) {
