@@ -126,6 +126,7 @@ type jobState struct {
 	permFails   int
 	firstLease  int32
 	terminalIdx int32
+	terminalInv int32 // the invoke of the operation that made the job terminal
 	deadIdx     int32
 	commitIdx   int32
 	committed   bool
@@ -182,6 +183,7 @@ type checker struct {
 	lastOp         map[string]int32  // process → index of its previous record
 	at             int32             // index of the record being observed
 	channelFaulted bool              // a fault was applied to the relay's channel
+	invoked        int32             // for a completion: the index of its invoke, else -1
 	crashAt        int32             // index of the latest broker crash (-1: none)
 	groups         map[string][]string
 	vs             []Violation
@@ -223,7 +225,7 @@ func (c *checker) violate(p Property, job, msg string, idx ...int32) {
 func (c *checker) job(id string) *jobState {
 	j, ok := c.jobs[id]
 	if !ok {
-		j = &jobState{enqIdx: -1, firstLease: -1, terminalIdx: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1, commitInv: -1, fault: -1}
+		j = &jobState{enqIdx: -1, firstLease: -1, terminalIdx: -1, terminalInv: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1, commitInv: -1, fault: -1}
 		c.jobs[id] = j
 		c.order = append(c.order, id)
 	}
@@ -296,6 +298,10 @@ func (c *checker) observe(i int32, op *history.Op) {
 	}
 	prev, hasPrev := c.lastOp[op.Process]
 	c.lastOp[op.Process] = i
+	c.invoked = -1
+	if hasPrev && c.ops[prev].Type == history.Invoke && c.ops[prev].F == op.F && c.ops[prev].Job == op.Job {
+		c.invoked = prev // the invoke this completion answers
+	}
 	j := c.job(op.Job)
 	if hasPrev && op.Type == history.Invoke && (op.F == history.DeadLetter || op.F == history.Ack || op.F == history.Nack) {
 		// An unknown outcome must stay unknown: after a commit or ack whose reply
@@ -350,7 +356,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 					j.open(op.Process).leaseIdx(), i)
 			}
 			if j.terminalIdx < 0 {
-				j.terminalIdx = i
+				j.terminalIdx, j.terminalInv = i, c.invokedOr(i)
 			}
 			c.end(j, op.Process, "ack")
 		} else if op.Type != history.Invoke {
@@ -367,7 +373,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 		c.deadLetter(i, op, j)
 	case history.Cancel:
 		if op.Type == history.OK && j.terminalIdx < 0 {
-			j.terminalIdx = i
+			j.terminalIdx, j.terminalInv = i, c.invokedOr(i)
 		}
 	case history.Apply:
 		if op.Type == history.OK {
@@ -559,6 +565,14 @@ func (c *checker) commit(i int32, op *history.Op, j *jobState) {
 	}
 }
 
+// invokedOr is the invoke of the completion being observed, or i.
+func (c *checker) invokedOr(i int32) int32 {
+	if c.invoked >= 0 {
+		return c.invoked
+	}
+	return i
+}
+
 func (d *delivery) leaseIdx() int32 {
 	if d == nil {
 		return -1
@@ -577,7 +591,7 @@ func (c *checker) deadLetter(i int32, op *history.Op, j *jobState) {
 			j.deadIdx = i
 		}
 		if j.terminalIdx < 0 {
-			j.terminalIdx = i
+			j.terminalIdx, j.terminalInv = i, c.invokedOr(i)
 		}
 		if d := j.open(op.Process); d != nil && j.meta.Deadline > 0 && c.ops[d.lease].T > j.meta.Deadline {
 			c.violate(PropCancelledToDLQ, op.Job, "a job leased after its deadline was dead-lettered instead of cancelled", j.enqIdx, d.lease, i)
@@ -798,7 +812,10 @@ func (c *checker) checkOrder() {
 			if next.firstLease < 0 {
 				continue
 			}
-			if prev.firstLease < 0 || next.firstLease < prev.firstLease || (prev.terminalIdx >= 0 && next.firstLease < prev.terminalIdx) {
+			// Records of different processes are ordered by their clocks: the
+			// earliest instant prev was finished is when its terminal call was
+			// sent, so a lease answered before that is an inversion.
+			if prev.firstLease < 0 || next.firstLease < prev.firstLease || (prev.terminalInv >= 0 && next.firstLease < prev.terminalInv) {
 				c.violate(PropOrder, ids[n], fmt.Sprintf("group %s: %s started before %s, accepted earlier, finished", g, ids[n], ids[n-1]), prev.enqIdx, next.enqIdx, next.firstLease, prev.terminalIdx)
 			}
 		}
