@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/durachk/durachk/adapters/rabbit"
 )
 
@@ -163,13 +161,7 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 			c.Dir = base
 			return c
 		},
-		Ready: func(ctx context.Context) error {
-			c, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		},
+		Ready: func(ctx context.Context) error { return rabbit.Ready(u) },
 	}
 	if err := p.epmd.Start(ctx); err != nil {
 		os.RemoveAll(base)

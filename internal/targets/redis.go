@@ -6,10 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/durachk/durachk/adapters"
 	rq "github.com/durachk/durachk/adapters/redis"
@@ -51,18 +48,7 @@ func init() {
 			return rq.Open(ctx, s.URL, s.RunID, o)
 		},
 		Version: func(ctx context.Context, s Spec) (string, error) {
-			o, err := goredis.ParseURL(s.URL)
-			if err != nil {
-				return "", fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
-			}
-			o.PoolSize, o.MaxRetries, o.DisableIdentity = 1, -1, true
-			c := goredis.NewClient(o)
-			defer c.Close()
-			info, err := c.Info(ctx, "server").Result()
-			if err != nil {
-				return "", err
-			}
-			return "redis " + redisInfoField(info, "redis_version"), nil
+			return rq.ServerVersion(ctx, s.URL)
 		},
 		StartPrivate:    startPrivateRedis,
 		CanStartPrivate: canStartPrivateRedis,
@@ -70,43 +56,22 @@ func init() {
 	})
 }
 
-// runKeyRE matches exactly the keys a run creates (rq.Prefix + stream, delayed
-// or dead); cleanup never deletes anything else.
-var runKeyRE = regexp.MustCompile(`^durachk:[a-z0-9]{1,40}:(stream|delayed|dead)$`)
-
 // cleanupRedis deletes the keys of runs that were killed before their teardown
-// (found with SCAN, never KEYS), and the effect store's durachk_* schemas,
-// skipping the runs that still hold their run lock (LiveRuns).
+// and the effect store's durachk_* schemas, skipping the runs that still hold
+// their run lock (LiveRuns).
 func cleanupRedis(ctx context.Context, s Spec) ([]string, error) {
-	o, err := goredis.ParseURL(s.URL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
-	}
-	o.PoolSize, o.MaxRetries, o.DisableIdentity = 1, -1, true
-	c := goredis.NewClient(o)
-	defer c.Close()
-	var removed []string
 	// Runs hold their lock in the effect store; without a store (a private
 	// server in a test) no run can be live.
 	live, done := func(string) bool { return false }, func() {}
 	if s.StoreURL != "" {
+		var err error
 		if live, done, err = LiveRuns(ctx, s.StoreURL); err != nil {
 			return nil, err
 		}
 	}
 	defer done()
-	it := c.Scan(ctx, 0, "durachk:*", 500).Iterator()
-	for it.Next(ctx) {
-		k := it.Val()
-		if !runKeyRE.MatchString(k) || live(strings.Split(k, ":")[1]) {
-			continue
-		}
-		if err := c.Del(ctx, k).Err(); err != nil {
-			return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
-		}
-		removed = append(removed, "redis key "+k)
-	}
-	if err := it.Err(); err != nil {
+	removed, err := rq.DeleteRunKeys(ctx, s.URL, live)
+	if err != nil {
 		return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
 	}
 	if s.StoreURL == "" {
@@ -165,7 +130,7 @@ func parseRedis(raw string, u *url.URL) (Spec, error) {
 		return Spec{}, bad("private-instance.save", `pairs of seconds and changes such as "3600 1 300 100", or empty`)
 	}
 	u.RawQuery = q.Encode()
-	if _, err := goredis.ParseURL(u.String()); err != nil {
+	if err := rq.CheckURL(u.String()); err != nil {
 		return Spec{}, fmt.Errorf("%w: %s: %v", ErrBadTarget, Redact(u.Redacted()), err)
 	}
 	name := opts["name"]
@@ -217,13 +182,4 @@ func redisOptions(s Spec) (rq.Options, error) {
 		o.Notes = append(o.Notes, "break-order requested, but this target claims no FIFO: nothing to break")
 	}
 	return o, nil
-}
-
-func redisInfoField(info, name string) string {
-	for _, line := range regexp.MustCompile(`\r?\n`).Split(info, -1) {
-		if len(line) > len(name) && line[:len(name)+1] == name+":" {
-			return line[len(name)+1:]
-		}
-	}
-	return ""
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	rq "github.com/durachk/durachk/adapters/redis"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // redisProfile is the persistence of a private redis-server.
@@ -97,12 +96,7 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 	p.PrivateProcess = PrivateProcess{
 		Addr:    addr,
 		Command: func() *exec.Cmd { return exec.Command(server, conf) },
-		Ready: func(ctx context.Context) error {
-			c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true})
-			defer c.Close()
-			// EXISTS answers LOADING while the server replays its AOF or RDB.
-			return c.Exists(ctx, "durachk:ready").Err()
-		},
+		Ready:   func(ctx context.Context) error { return rq.Ready(ctx, addr) },
 	}
 	if err := p.Start(ctx); err != nil {
 		os.RemoveAll(data)

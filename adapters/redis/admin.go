@@ -1,0 +1,85 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The administrative calls durachk makes outside a run's queue (target checks,
+// private instances, cleanup), kept here so that go-redis is imported by this
+// package only. Each opens a one-connection client and closes it.
+
+func adminClient(url string) (*goredis.Client, error) {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	o.PoolSize, o.MaxRetries, o.DisableIdentity = 1, -1, true
+	return goredis.NewClient(o), nil
+}
+
+// CheckURL reports whether url is a URL go-redis accepts.
+func CheckURL(url string) error {
+	_, err := goredis.ParseURL(url)
+	return err
+}
+
+// ServerVersion reads the server's version, e.g. "redis 7.0.15".
+func ServerVersion(ctx context.Context, url string) (string, error) {
+	c, err := adminClient(url)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return "redis " + v, nil
+		}
+	}
+	return "redis", nil
+}
+
+// Ready reports whether the server at addr serves requests: EXISTS answers
+// LOADING while it replays its AOF or RDB.
+func Ready(ctx context.Context, addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	return c.Exists(ctx, "durachk:ready").Err()
+}
+
+// runKeyRE matches exactly the keys a run creates (Prefix + stream, delayed or
+// dead); cleanup never deletes anything else.
+var runKeyRE = regexp.MustCompile(`^durachk:([a-z0-9]{1,40}):(stream|delayed|dead)$`)
+
+// DeleteRunKeys deletes the keys of runs that were killed before their teardown,
+// found with SCAN (never KEYS), except those of runs for which live is true. It
+// returns what it deleted.
+func DeleteRunKeys(ctx context.Context, url string, live func(runID string) bool) ([]string, error) {
+	c, err := adminClient(url)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var removed []string
+	it := c.Scan(ctx, 0, "durachk:*", 500).Iterator()
+	for it.Next(ctx) {
+		k := it.Val()
+		m := runKeyRE.FindStringSubmatch(k)
+		if m == nil || live(m[1]) {
+			continue
+		}
+		if err := c.Del(ctx, k).Err(); err != nil {
+			return removed, fmt.Errorf("delete %s: %w", k, err)
+		}
+		removed = append(removed, "redis key "+k)
+	}
+	return removed, it.Err()
+}
