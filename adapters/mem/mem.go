@@ -189,8 +189,9 @@ func (q *Queue) current(d adapters.Delivery) (*message, error) {
 	return nil, adapters.ErrLeaseLost
 }
 
-// Ack removes the message if d is its current delivery.
-func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
+// onCurrent runs f on d's message under the lock, once the broker is up and d
+// is the message's current delivery.
+func (q *Queue) onCurrent(d adapters.Delivery, f func(m *message) error) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(); err != nil {
@@ -200,8 +201,15 @@ func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
 	if err != nil {
 		return err
 	}
-	q.remove(m)
-	return nil
+	return f(m)
+}
+
+// Ack removes the message if d is its current delivery.
+func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
+	return q.onCurrent(d, func(m *message) error {
+		q.remove(m)
+		return nil
+	})
 }
 
 func (q *Queue) remove(m *message) {
@@ -220,53 +228,32 @@ func (q *Queue) Live() int {
 
 // Nack makes the message visible again after delay.
 func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.check(); err != nil {
-		return err
-	}
-	m, err := q.current(d)
-	if err != nil {
-		return err
-	}
-	m.leaseUntil = time.Time{}
-	m.visibleAt = q.opts.Now().Add(delay)
-	return nil
+	return q.onCurrent(d, func(m *message) error {
+		m.leaseUntil = time.Time{}
+		m.visibleAt = q.opts.Now().Add(delay)
+		return nil
+	})
 }
 
 // Extend moves the lease end of a live delivery; ErrLeaseLost once it expired.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.check(); err != nil {
-		return err
-	}
-	m, err := q.current(d)
-	if err != nil {
-		return err
-	}
-	now := q.opts.Now()
-	if !now.Before(m.leaseUntil) {
-		return adapters.ErrLeaseLost
-	}
-	m.leaseUntil = now.Add(lease)
-	return nil
+	return q.onCurrent(d, func(m *message) error {
+		now := q.opts.Now()
+		if !now.Before(m.leaseUntil) {
+			return adapters.ErrLeaseLost
+		}
+		m.leaseUntil = now.Add(lease)
+		return nil
+	})
 }
 
 // DeadLetter moves the current delivery's message to the dead-letter list.
 func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.check(); err != nil {
-		return err
-	}
-	m, err := q.current(d)
-	if err != nil {
-		return err
-	}
-	q.remove(m)
-	q.dead = append(q.dead, m)
-	return nil
+	return q.onCurrent(d, func(m *message) error {
+		q.remove(m)
+		q.dead = append(q.dead, m)
+		return nil
+	})
 }
 
 // Inspect lists what is left, by job id.
