@@ -159,9 +159,11 @@ var Catalogue = []*Contract{
 			return base("crashes inside and after the commit", workload(seed, n, nil), fs...)
 		},
 		Exercised: func(s Stats) string {
+			// A crash after COMMIT dedupes on redelivery — unless the ack committed
+			// with the result (transactional ack), and there is nothing to redeliver.
 			return firstOf(atLeast("crashes mid_commit", s.Faults["crash:mid_commit"], 1),
 				atLeast("crashes after_commit_before_ack", s.Faults["crash:after_commit_before_ack"], 1),
-				atLeast("deduped commits", s.Deduped, 1))
+				atLeast("deduped commits or acks committed with their result", s.Deduped+s.AcksInCommit, 1))
 		},
 		Sabotages: []Sabotage{{Name: "dual-write", What: "result and event written separately, no outbox transaction", Pipeline: pipeline.Sabotage{DualWrite: true}}},
 	},

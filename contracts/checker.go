@@ -100,7 +100,9 @@ type Stats struct {
 	MaxAttempts     int            `json:"max_attempts_seen"`
 	// CircuitOpens counts the relay's breaker opening; EventsDeadLettered the
 	// outbox events it parked for good after the consumer rejected them.
-	CircuitOpens       int `json:"circuit_opens,omitempty"`
+	CircuitOpens int `json:"circuit_opens,omitempty"`
+	// AcksInCommit counts acks that committed with their result (transactional ack).
+	AcksInCommit       int `json:"acks_in_commit,omitempty"`
 	EventsDeadLettered int `json:"events_dead_lettered,omitempty"`
 	// Violations counts every violation by property, including those whose
 	// witnesses were omitted (at most five are kept per property).
@@ -348,6 +350,9 @@ func (c *checker) observe(i int32, op *history.Op) {
 	case history.Commit:
 		c.commit(i, op, j)
 	case history.Ack:
+		if op.Type == history.OK && op.Value == "in_commit" {
+			c.st.AcksInCommit++
+		}
 		if op.Type == history.OK {
 			// Tokens count the deliveries of one message: with two messages of the
 			// job (a producer retry) they are not comparable.

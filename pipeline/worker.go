@@ -28,6 +28,11 @@ type Worker struct {
 	// CallTimeout bounds every broker and store call; a call that runs out is
 	// ambiguous (context.DeadlineExceeded). 0: no bound (the embedded target).
 	CallTimeout time.Duration
+	// CommitAck, if set, commits result and event and acks d in one transaction
+	// (Postgres as the queue, in the store's database: an exactly-once effect
+	// without a dedupe on redelivery). acked reports whether the ack was part of
+	// the commit: a deduped commit acks nothing, and the worker acks as usual.
+	CommitAck func(ctx context.Context, req CommitRequest, d adapters.Delivery) (deduped bool, err error)
 }
 
 // call runs f with the call timeout.
@@ -78,6 +83,9 @@ func ErrorCode(err error) string {
 	}
 	return Classify(err).String()
 }
+
+// errAckedInCommit ends a delivery whose ack committed with its result.
+var errAckedInCommit = errors.New("acked in the commit")
 
 // ambiguous reports whether err leaves the outcome of the call unknown.
 func ambiguous(err error) bool {
@@ -189,6 +197,9 @@ func (w *Worker) handle(ctx context.Context, d adapters.Delivery, key string, ke
 		PayloadHash: Hash(d.Job.Payload), Result: result, EventID: "ev:" + key,
 		BeforeCommit: func(ctx context.Context) { w.Hooks.At(ctx, MidCommit, d.Job.ID) }}
 	if err := w.commit(ctx, d, req); err != nil {
+		if errors.Is(err, errAckedInCommit) {
+			w.Hooks.At(ctx, AfterCommitBeforeAck, d.Job.ID)
+		}
 		return
 	}
 	w.Hooks.At(ctx, AfterCommitBeforeAck, d.Job.ID)
@@ -246,6 +257,19 @@ func (w *Worker) commit(ctx context.Context, d adapters.Delivery, req CommitRequ
 			if err == nil && !deduped {
 				req.BeforeCommit(ctx)
 				err = w.call(ctx, func(ctx context.Context) error { return dw.WriteEvent(ctx, req) })
+			}
+		} else if w.CommitAck != nil && !w.Sabotage.AckBeforeCommit {
+			err = w.call(ctx, func(ctx context.Context) (err error) {
+				deduped, err = w.CommitAck(ctx, req, d)
+				return err
+			})
+			if err == nil && !deduped {
+				value := "new"
+				w.recResult(history.Commit, d, req.Key, value, nil)
+				// The ack was part of the commit: record it as such.
+				w.rec(history.Invoke, history.Ack, d, req.Key, "in_commit", nil)
+				w.rec(history.OK, history.Ack, d, req.Key, "in_commit", nil)
+				return errAckedInCommit
 			}
 		} else {
 			err = w.call(ctx, func(ctx context.Context) (err error) {

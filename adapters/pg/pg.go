@@ -467,6 +467,13 @@ func (q *Queue) AckTx(ctx context.Context, tx pgx.Tx, d adapters.Delivery) error
 	return q.onDelivery(ctx, tx, "ack", q.q.ack, d)
 }
 
+// AckIn returns AckTx of d as a function of the transaction, the form
+// pgstore.Store.CommitResultWithEventTx takes, so that callers can join the ack
+// to the store's commit without naming the driver's types.
+func (q *Queue) AckIn(d adapters.Delivery) func(ctx context.Context, tx pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error { return q.AckTx(ctx, tx, d) }
+}
+
 // Nack clears the lease and makes the job visible after delay, if d is its
 // current delivery.
 func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {

@@ -146,7 +146,8 @@ func Child(ctx context.Context, configPath string) error {
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
 			Sabotage: cfg.Sabotage, CommitRetries: 3, CallTimeout: 3 * cfg.Lease,
 			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
-				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))}}
+				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))},
+			CommitAck: targets.CommitAcker(cfg.Spec, q, store)}
 		return wk.Run(ctx)
 	case RoleRelay:
 		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store, Sabotage: cfg.Sabotage}

@@ -65,6 +65,9 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	}
 	t.caps = q.Capabilities()
 	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	if spec.Options["transactional_ack"] == "true" {
+		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
+	}
 	if v, ok := q.(interface{ ServerVersion() string }); ok {
 		t.measuredOn = v.ServerVersion()
 	}

@@ -140,3 +140,36 @@ func TestCancelledRunLeavesNothing(t *testing.T) {
 		t.Errorf("left behind after cancel: %v", left)
 	}
 }
+
+// With the transactional-ack profile the ack commits with the result: a crash
+// after COMMIT leaves nothing to redeliver, so nothing is deduped — the
+// difference to TestOutboxAtomicOnPostgres, measured.
+func TestTransactionalAckOnPostgres(t *testing.T) {
+	url := os.Getenv("DURACHK_PG_URL")
+	if url == "" {
+		t.Skip("DURACHK_PG_URL is not set: no Postgres to run real processes against")
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	spec, err := targets.Parse(url + sep + "transactional_ack=true&name=pg-txack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := contracts.Lookup("outbox.atomic")
+	r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != contracts.Pass {
+		t.Fatalf("outbox.atomic with transactional ack: %s: %s", r.Verdict, r.Reason)
+	}
+	if r.Stats.AcksInCommit == 0 || r.Stats.Deduped != 0 {
+		t.Fatalf("acks in commit %d, deduped commits %d: want acks in the commit and no dedupe", r.Stats.AcksInCommit, r.Stats.Deduped)
+	}
+}

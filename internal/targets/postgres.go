@@ -8,13 +8,17 @@ import (
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/pg"
+	"github.com/durachk/durachk/pipeline"
+	"github.com/durachk/durachk/pipeline/pgstore"
 )
 
 // Postgres as a queue. Knobs (query parameters of the target URL):
 // fifo (true|false, default true), delivery_limit (n), synchronous_commit
-// (on|off|local|remote_write|remote_apply), name (the target's name in reports).
+// (on|off|local|remote_write|remote_apply), transactional_ack (true: the ack
+// commits in the effect store's transaction, which must then be this database —
+// the default), name (the target's name in reports).
 // Every other parameter goes to the driver (sslmode, connect_timeout, ...).
-var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true}
+var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true, "transactional_ack": true}
 
 func init() {
 	Register(&Kind{Name: "postgres", Schemes: []string{"postgres", "postgresql"}, Parse: parsePostgres,
@@ -42,8 +46,10 @@ func parsePostgres(raw string, u *url.URL) (Spec, error) {
 	if v := opts["synchronous_commit"]; v != "" && !oneOf(v, "on", "off", "local", "remote_write", "remote_apply") {
 		return Spec{}, fmt.Errorf("%w: synchronous_commit=%q: want on, off, local, remote_write or remote_apply", ErrBadTarget, v)
 	}
-	if v := opts["fifo"]; v != "" && v != "true" && v != "false" {
-		return Spec{}, fmt.Errorf("%w: fifo=%q: want true or false", ErrBadTarget, v)
+	for _, k := range []string{"fifo", "transactional_ack"} {
+		if v := opts[k]; v != "" && v != "true" && v != "false" {
+			return Spec{}, fmt.Errorf("%w: %s=%q: want true or false", ErrBadTarget, k, v)
+		}
 	}
 	if v := opts["delivery_limit"]; v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 0 {
@@ -79,3 +85,21 @@ func oneOf(v string, vs ...string) bool {
 }
 
 func isLoopback(h string) bool { return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == "" }
+
+// CommitAcker returns, for a Postgres target with transactional_ack=true, the
+// worker's combined commit-and-ack: the job's row is deleted in the store's
+// commit transaction, so a crash after the commit cannot leave it unacked. It
+// returns nil for every other target.
+func CommitAcker(s Spec, q adapters.Queue, st pipeline.Store) func(ctx context.Context, req pipeline.CommitRequest, d adapters.Delivery) (bool, error) {
+	if s.Kind != "postgres" || s.Options["transactional_ack"] != "true" {
+		return nil
+	}
+	pq, ok := q.(*pg.Queue)
+	ps, ok2 := st.(*pgstore.Store)
+	if !ok || !ok2 {
+		return nil
+	}
+	return func(ctx context.Context, req pipeline.CommitRequest, d adapters.Delivery) (bool, error) {
+		return ps.CommitResultWithEventTx(ctx, req, pq.AckIn(d))
+	}
+}
