@@ -256,7 +256,7 @@ func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capab
 	durable := syncCommit != "off" && fsync != "off" && !opts.Unlogged
 	notes := []string{
 		"lease, visibility and delay clocks are the database server's now(), not the worker's clock",
-		"dead-letter table " + schema + ".dead is part of the queue",
+		"the dead-letter table (durachk_<run id>_q.dead) is part of the queue",
 		"synchronous_commit=" + syncCommit + ", fsync=" + fsync,
 	}
 	if opts.DeliveryLimit > 0 {
