@@ -826,11 +826,3 @@ func (c *checker) checkOrder() {
 		}
 	}
 }
-
-func toSet(ids []string) map[string]bool {
-	m := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	return m
-}

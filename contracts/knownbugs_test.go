@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -11,14 +10,7 @@ import (
 	"github.com/durachk/durachk/history"
 )
 
-// Tests of known bugs in non-test code. They fail today, so they are skipped
-// unless DURACHK_KNOWN_BUGS=1; whoever fixes a bug removes the knownBug call.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("DURACHK_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what + " (set DURACHK_KNOWN_BUGS=1 to run)")
-	}
-}
+// Regression tests of bugs found in review; each failed before its fix.
 
 // Check builds its outbox_orphan, silent_reuse and orphan-event violations by
 // ranging over Go maps (checker.go, finish), so with two or more violations of

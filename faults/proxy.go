@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -46,7 +45,6 @@ type Proxy struct {
 	c      Counters
 	stop   chan struct{}
 	wg     sync.WaitGroup
-	nextID atomic.Int64
 }
 
 // Start listens on a free loopback port.

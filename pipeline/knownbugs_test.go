@@ -3,19 +3,11 @@ package pipeline
 import (
 	"context"
 	"math"
-	"os"
 	"testing"
 	"time"
 )
 
-// Tests of known bugs in non-test code. They fail today, so they are skipped
-// unless DURACHK_KNOWN_BUGS=1; whoever fixes a bug removes the knownBug call.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("DURACHK_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what + " (set DURACHK_KNOWN_BUGS=1 to run)")
-	}
-}
+// Regression tests of bugs found in review; each failed before its fix.
 
 // store.go says "the store keeps one terminal outcome per job", but MemStore
 // refuses a second outcome only after a commit: DeadLetter then Cancel (or

@@ -158,7 +158,6 @@ type holding struct {
 	tag     uint64
 	heldTag string
 	until   time.Time
-	body    []byte
 	msg     amqp.Delivery
 	d       adapters.Delivery
 }

@@ -25,11 +25,10 @@ const (
 
 // Sim is the scheduler and the virtual clock.
 type Sim struct {
-	now    time.Time
-	rng    *rand.Rand
-	procs  []*Proc
-	baton  chan struct{}
-	inProc bool
+	now   time.Time
+	rng   *rand.Rand
+	procs []*Proc
+	baton chan struct{}
 }
 
 // Proc is one simulated process.
