@@ -3,14 +3,10 @@ package pg
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,18 +22,10 @@ import (
 // testURL is the Postgres the tests run against, e.g.
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 func testURL(t testing.TB) string {
-	u := os.Getenv("DURACHK_PG_URL")
-	if u == "" {
-		t.Skip("DURACHK_PG_URL is not set: the Postgres queue tests need a server, e.g. DURACHK_PG_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
-	return u
+	return queuetest.URL(t, "DURACHK_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
-func randomRunID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "t" + hex.EncodeToString(b)
-}
+var randomRunID = queuetest.RunID
 
 // newQueue opens a queue in a fresh schema durachk_t<random>_q and drops it when
 // the test ends.
@@ -158,42 +146,7 @@ func TestJobRoundTrip(t *testing.T) {
 // it is leased.
 func TestConcurrentLeasesAreExclusive(t *testing.T) {
 	q := newQueue(t, Options{MaxConns: 4})
-	ctx := context.Background()
-	const jobs, workers = 200, 8
-	for i := range jobs {
-		if err := q.Enqueue(ctx, job("j"+strconv.Itoa(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				d, err := q.Lease(ctx, time.Minute)
-				if errors.Is(err, adapters.ErrNoJob) {
-					return
-				}
-				if err != nil {
-					t.Errorf("lease: %v", err)
-					return
-				}
-				mu.Lock()
-				seen[d.Job.ID]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(seen) != jobs {
-		t.Errorf("%d distinct jobs leased, want %d", len(seen), jobs)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("job %s leased %d times under a live lease", id, n)
-		}
-	}
+	queuetest.ExclusiveLeases(t, q, func(*testing.T) adapters.Queue { return q }, 200, 8)
 }
 
 // Under concurrent workers, FIFO still delivers each group in acceptance order

@@ -2,8 +2,6 @@ package rabbit
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,18 +21,10 @@ import (
 // testURL is the RabbitMQ the tests run against, e.g.
 // amqp://guest:guest@127.0.0.1:5672/.
 func testURL(t testing.TB) string {
-	u := os.Getenv("DURACHK_AMQP_URL")
-	if u == "" {
-		t.Skip("DURACHK_AMQP_URL is not set: the RabbitMQ queue tests need a broker, e.g. DURACHK_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/")
-	}
-	return u
+	return queuetest.URL(t, "DURACHK_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 }
 
-func randomRunID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "t" + hex.EncodeToString(b)
-}
+var randomRunID = queuetest.RunID
 
 var (
 	classic = Options{Args: map[string]any{"x-queue-type": "classic"}}

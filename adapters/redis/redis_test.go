@@ -3,16 +3,12 @@ package redis
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,18 +21,10 @@ import (
 // testURL is the Redis the tests run against, e.g. redis://127.0.0.1:6379/0.
 // The tests only ever touch keys under durachk:t<random>: and delete them.
 func testURL(t testing.TB) string {
-	u := os.Getenv("DURACHK_REDIS_URL")
-	if u == "" {
-		t.Skip("DURACHK_REDIS_URL is not set: the Redis queue tests need a server, e.g. DURACHK_REDIS_URL=redis://127.0.0.1:6379/0")
-	}
-	return u
+	return queuetest.URL(t, "DURACHK_REDIS_URL", "redis://127.0.0.1:6379/0")
 }
 
-func randomRunID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "t" + hex.EncodeToString(b)
-}
+var randomRunID = queuetest.RunID
 
 // newQueue opens a queue under a fresh prefix and checks, when the test ends,
 // that Drop leaves no key with that prefix behind.
@@ -279,48 +267,15 @@ func TestJobRoundTrip(t *testing.T) {
 // twice while it is leased.
 func TestConcurrentLeasesAreExclusive(t *testing.T) {
 	q := newQueue(t, Options{})
-	ctx := context.Background()
-	const jobs, workers = 200, 6
-	for i := range jobs {
-		if err := q.Enqueue(ctx, job("j"+strconv.Itoa(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
 	runID := strings.TrimSuffix(strings.TrimPrefix(q.stream, "durachk:"), ":stream")
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var wg sync.WaitGroup
-	for range workers {
-		w, err := Open(ctx, testURL(t), runID, Options{})
+	queuetest.ExclusiveLeases(t, q, func(t *testing.T) adapters.Queue {
+		w, err := Open(context.Background(), testURL(t), runID, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer w.Close()
-		wg.Go(func() {
-			for {
-				d, err := w.Lease(ctx, time.Minute)
-				if errors.Is(err, adapters.ErrNoJob) {
-					return
-				}
-				if err != nil {
-					t.Errorf("lease: %v", err)
-					return
-				}
-				mu.Lock()
-				seen[d.Job.ID]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(seen) != jobs {
-		t.Errorf("%d distinct jobs leased, want %d", len(seen), jobs)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("job %s leased %d times under a live lease", id, n)
-		}
-	}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}, 200, 6)
 }
 
 // After the server lost the stream and its group (a restart without

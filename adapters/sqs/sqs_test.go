@@ -2,8 +2,6 @@ package sqs
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"os"
@@ -41,11 +39,7 @@ func testOptions(t testing.TB) Options {
 	return o
 }
 
-func randomRunID() string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return "t" + hex.EncodeToString(b)
-}
+var randomRunID = queuetest.RunID
 
 // newQueue opens the queues of a fresh run id and drops them when the test ends.
 func newQueue(t testing.TB, edit func(*Options)) *Queue {

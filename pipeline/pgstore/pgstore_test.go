@@ -7,9 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/durachk/durachk/adapters/queuetest"
 	"net"
 	"net/url"
-	"os"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -29,11 +29,7 @@ import (
 // testURL is the Postgres the tests run against, e.g.
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 func testURL(t testing.TB) string {
-	u := os.Getenv("DURACHK_PG_URL")
-	if u == "" {
-		t.Skip("DURACHK_PG_URL is not set: the Postgres store tests need a server, e.g. DURACHK_PG_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
-	return u
+	return queuetest.URL(t, "DURACHK_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
 func randomSuffix() string {

@@ -1,0 +1,79 @@
+package queuetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+)
+
+// URL returns the broker URL in the environment variable env, or skips the test
+// with the reason (and an example) when it is unset.
+func URL(t testing.TB, env, example string) string {
+	t.Helper()
+	u := os.Getenv(env)
+	if u == "" {
+		t.Skipf("%s is not set: these tests need a broker, e.g. %s=%s", env, env, example)
+	}
+	return u
+}
+
+// RunID returns a fresh run id for a test ("t" + 12 hex digits): the namespace
+// every adapter derives its schema, keys or queue names from.
+func RunID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// ExclusiveLeases enqueues jobs through q, then leases from workers goroutines
+// at once, each on the queue open returns for it (the same q where one queue
+// serves many goroutines), with a long lease, until no job is left; it fails
+// the test if a job was handed out twice under a live lease or one was never
+// handed out.
+func ExclusiveLeases(t *testing.T, q adapters.Queue, open func(t *testing.T) adapters.Queue, jobs, workers int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range jobs {
+		if err := q.Enqueue(ctx, Job("j"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		w := open(t)
+		wg.Go(func() {
+			for {
+				d, err := w.Lease(ctx, time.Minute)
+				if errors.Is(err, adapters.ErrNoJob) {
+					return
+				}
+				if err != nil {
+					t.Errorf("lease: %v", err)
+					return
+				}
+				mu.Lock()
+				seen[d.Job.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != jobs {
+		t.Errorf("%d distinct jobs leased, want %d", len(seen), jobs)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s leased %d times under a live lease", id, n)
+		}
+	}
+}
