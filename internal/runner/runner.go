@@ -8,7 +8,6 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -166,13 +165,15 @@ type run struct {
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
 	restart  time.Time        // when the killed instance comes back
+	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
 	proxies  map[string]*faults.Proxy // slot/upstream → proxy
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
 func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Execution, err error) {
-	r := &run{t: t, ctx: ctx, rc: rc, sc: scale(rc.Scenario, t.Scale), spec: t.Spec, slots: map[string]*child{}, pending: map[string][]faults.Fault{}}
+	r := &run{t: t, ctx: ctx, rc: rc, sc: scale(rc.Scenario, t.Scale), spec: t.Spec, slots: map[string]*child{},
+		pending: map[string][]faults.Fault{}, tail: newHistoryTail()}
 	r.spec.RunID = newRunID()
 	if s := rc.Sabotage; s != nil {
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
@@ -464,7 +465,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	lastDrainCheck := time.Time{}
-	watch, lastWatch := newBudgetWatch(), time.Now()
+	lastWatch := time.Now()
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -486,13 +487,14 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		if err := r.reap(); err != nil {
 			return false, err
 		}
+		r.tail.read(r.hists)
 		r.resumeZombies()
 		if now.After(deadline) {
 			return false, nil
 		}
 		if now.Sub(lastWatch) > time.Second {
 			lastWatch = now
-			if job, over := watch.over(r.hists); over {
+			if job, over := r.tail.over(); over {
 				r.t.logf("  stopping early: job %s was executed beyond its attempt budget", job)
 				return false, nil
 			}
@@ -574,7 +576,7 @@ func (r *run) reap() error {
 
 // resumeZombies SIGCONTs a stopped worker once another worker has leased the job
 // it held and fenced the new token (its lease expired and the job moved on), or
-// after five leases.
+// after ten leases.
 func (r *run) resumeZombies() {
 	for _, c := range r.slots {
 		if c.exited || c.cmd.Process == nil {
@@ -584,11 +586,13 @@ func (r *run) resumeZombies() {
 		switch {
 		case stopped && c.stoppedAt.IsZero():
 			c.stoppedAt = time.Now()
-			c.stoppedJob = lastFaultJob(c.hist)
+			c.stoppedJob = r.tail.lastFault[c.name]
 			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "stopped", Job: c.stoppedJob, Target: c.name})
 		case stopped:
 			held := time.Since(c.stoppedAt)
-			if held > r.sc.Lease && (r.leasedElsewhere(c) || held > 10*r.sc.Lease) {
+			// Once another worker has fenced the job, the zombie's token is stale
+			// in the store, whatever the order of the commits.
+			if held > r.sc.Lease && (r.tail.fencedByOther(c.stoppedJob, c.name) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
 				c.stoppedAt = time.Time{}
@@ -604,41 +608,6 @@ func processStopped(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
-}
-
-func lastFaultJob(path string) string {
-	ops, _ := history.ReadFile(path)
-	for i := len(ops) - 1; i >= 0; i-- {
-		if ops[i].F == history.Fault {
-			return ops[i].Job
-		}
-	}
-	return ""
-}
-
-func (r *run) leasedElsewhere(z *child) bool {
-	for _, c := range r.children {
-		if c == z || c.role != RoleWorker {
-			continue
-		}
-		f, err := os.Open(c.hist)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		needle := []byte(`"job":"` + z.stoppedJob + `"`)
-		for sc.Scan() {
-			line := sc.Bytes()
-			// The new holder has fenced its token in the store: from now on the
-			// zombie's token is stale there, whatever the order of the commits.
-			if bytes.Contains(line, needle) && bytes.Contains(line, []byte(`"type":"ok","f":"fence"`)) {
-				f.Close()
-				return true
-			}
-		}
-		f.Close()
-	}
-	return false
 }
 
 // stopAll ends every child: SIGCONT for the stopped, SIGTERM, then SIGKILL.

@@ -10,30 +10,30 @@ import (
 	"github.com/durachk/durachk/pipeline"
 )
 
-// budgetWatch tails the run's history files and tells when a job has been
-// executed beyond its attempt budget: a crash loop on a broker that cannot count
-// deliveries never ends by itself, and the verdict (a violation) is already
-// certain, so the run stops early instead of waiting for its time limit.
-// Not safe for concurrent use.
-type budgetWatch struct {
-	offsets map[string]int64
-	jobs    map[string]*budget
+// historyTail reads what the run's history files gained since the last read
+// and keeps what the controller decides on: each job's attempt budget and
+// executions (a crash loop on a broker that cannot count deliveries never ends
+// by itself, and its verdict, a violation, is already certain: the run stops
+// early), which processes fenced a job (a zombie is resumed once another worker
+// holds its job), and the job of each process's latest fault (the job a
+// stopped worker held). Not safe for concurrent use.
+type historyTail struct {
+	offsets   map[string]int64
+	jobs      map[string]*jobTrace
+	lastFault map[string]string // process → job of its latest fault record
 }
 
-type budget struct {
+type jobTrace struct {
 	max, enqueues, executions int
+	fencedBy                  map[string]bool
 }
 
-func newBudgetWatch() *budgetWatch {
-	return &budgetWatch{offsets: map[string]int64{}, jobs: map[string]*budget{}}
+func newHistoryTail() *historyTail {
+	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}}
 }
 
-// over reads what the files gained since the last call and returns a job
-// executed more than its budget plus one, if any.
-func (w *budgetWatch) over(files []string) (string, bool) {
-	for _, path := range files {
-		w.read(path)
-	}
+// over returns a job executed more than its budget plus one, if any.
+func (w *historyTail) over() (string, bool) {
 	for id, b := range w.jobs {
 		if b.max > 0 && b.executions > b.max*max(b.enqueues, 1)+1 {
 			return id, true
@@ -42,7 +42,35 @@ func (w *budgetWatch) over(files []string) (string, bool) {
 	return "", false
 }
 
-func (w *budgetWatch) read(path string) {
+// fencedByOther reports whether a process other than proc fenced job.
+func (w *historyTail) fencedByOther(job, proc string) bool {
+	if b := w.jobs[job]; b != nil {
+		for p := range b.fencedBy {
+			if p != proc {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// read takes in what the files gained since the last call.
+func (w *historyTail) read(files []string) {
+	for _, path := range files {
+		w.readFile(path)
+	}
+}
+
+func (w *historyTail) job(id string) *jobTrace {
+	b := w.jobs[id]
+	if b == nil {
+		b = &jobTrace{fencedBy: map[string]bool{}}
+		w.jobs[id] = b
+	}
+	return b
+}
+
+func (w *historyTail) readFile(path string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -59,23 +87,23 @@ func (w *budgetWatch) read(path string) {
 		}
 		w.offsets[path] += int64(len(line))
 		var op history.Op
-		if json.Unmarshal(line, &op) != nil || op.Type != history.Invoke || op.Job == "" {
+		if json.Unmarshal(line, &op) != nil || op.Job == "" {
 			continue
 		}
-		b := w.jobs[op.Job]
-		if b == nil {
-			b = &budget{}
-			w.jobs[op.Job] = b
-		}
-		switch op.F {
-		case history.Enqueue:
+		switch {
+		case op.F == history.Fault:
+			w.lastFault[op.Process] = op.Job
+		case op.F == history.Fence && op.Type == history.OK:
+			w.job(op.Job).fencedBy[op.Process] = true
+		case op.F == history.Enqueue && op.Type == history.Invoke:
+			b := w.job(op.Job)
 			b.enqueues++
 			var m pipeline.JobMeta
 			if json.Unmarshal([]byte(op.Value), &m) == nil {
 				b.max = m.MaxAttempts
 			}
-		case history.Extract:
-			b.executions++
+		case op.F == history.Extract && op.Type == history.Invoke:
+			w.job(op.Job).executions++
 		}
 	}
 }
