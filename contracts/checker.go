@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/pipeline"
 )
@@ -268,7 +269,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 		if op.Value == "broker_crash" {
 			c.crashAt = i
 		}
-		if op.Key == "channel" {
+		if op.Key == faults.LinkChannel {
 			c.channelFaulted = true
 		}
 		if op.Job != "" {

@@ -76,3 +76,16 @@ type Sabotage struct {
 	// poison event, and opens on either.
 	NaiveBreaker bool `json:"naive_breaker,omitempty"`
 }
+
+// RecordType is the record type of a completed call: ok, info when its outcome is
+// unknown (the reply was lost or timed out), fail when it definitely did not
+// happen.
+func RecordType(err error) history.Type {
+	switch {
+	case err == nil:
+		return history.OK
+	case ambiguous(err):
+		return history.Info
+	}
+	return history.Fail
+}

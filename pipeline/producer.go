@@ -42,13 +42,6 @@ func Enqueue(ctx context.Context, env *Env, q adapters.Queue, job adapters.Job) 
 	key, _ := BuildKey(job.Tenant, job.DocumentID, job.Version)
 	env.Record(history.Op{Type: history.Invoke, F: history.Enqueue, Job: job.ID, Key: key, Value: string(meta)})
 	err := q.Enqueue(ctx, job)
-	op := history.Op{Type: history.OK, F: history.Enqueue, Job: job.ID, Key: key}
-	if err != nil {
-		op.Type, op.Err = history.Fail, ErrorCode(err)
-		if ambiguous(err) {
-			op.Type = history.Info
-		}
-	}
-	env.Record(op)
+	env.Record(history.Op{Type: RecordType(err), F: history.Enqueue, Job: job.ID, Key: key, Err: ErrorCode(err)})
 	return err
 }

@@ -79,11 +79,7 @@ func (r *Relay) probe(ctx context.Context) bool {
 	}
 	r.Env.Record(history.Op{Type: history.Invoke, F: history.Probe})
 	err := r.Probe(ctx)
-	t := history.OK
-	if err != nil {
-		t = history.Fail
-	}
-	r.Env.Record(history.Op{Type: t, F: history.Probe, Err: ErrorCode(err)})
+	r.Env.Record(history.Op{Type: RecordType(err), F: history.Probe, Err: ErrorCode(err)})
 	return err == nil
 }
 
@@ -108,14 +104,7 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 	for _, e := range events {
 		r.rec(history.Invoke, history.Publish, e, nil)
 		err := r.Publish(ctx, e)
-		switch {
-		case err == nil:
-			r.rec(history.OK, history.Publish, e, nil)
-		case ambiguous(err):
-			r.rec(history.Info, history.Publish, e, err)
-		default:
-			r.rec(history.Fail, history.Publish, e, err)
-		}
+		r.rec(RecordType(err), history.Publish, e, err)
 		if err != nil {
 			return n, r.failed(ctx, e, err)
 		}
@@ -124,7 +113,7 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 		r.Hooks.At(ctx, AfterPublishBeforeMark, e.JobID)
 		r.rec(history.Invoke, history.Mark, e, nil)
 		err = r.Store.MarkPublished(ctx, []string{e.ID}, r.Env.Now())
-		r.recMark(e, err)
+		r.rec(RecordType(err), history.Mark, e, err)
 		n++
 	}
 	return n, nil
@@ -161,27 +150,11 @@ func (r *Relay) failed(ctx context.Context, e Event, err error) error {
 	}
 	r.rec(history.Invoke, history.EventDead, e, nil)
 	derr := r.Store.DeadLetterEvent(ctx, e.ID, ReasonRejectedEvent)
-	switch {
-	case derr == nil:
+	r.rec(RecordType(derr), history.EventDead, e, derr)
+	if derr == nil {
 		delete(r.rejected, e.ID)
-		r.rec(history.OK, history.EventDead, e, nil)
-	case ambiguous(derr):
-		r.rec(history.Info, history.EventDead, e, derr)
-	default:
-		r.rec(history.Fail, history.EventDead, e, derr)
 	}
 	return nil
-}
-
-func (r *Relay) recMark(e Event, err error) {
-	switch {
-	case err == nil:
-		r.rec(history.OK, history.Mark, e, nil)
-	case ambiguous(err):
-		r.rec(history.Info, history.Mark, e, err)
-	default:
-		r.rec(history.Fail, history.Mark, e, err)
-	}
 }
 
 // Run relays until ctx ends, purging published rows past their retention.

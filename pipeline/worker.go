@@ -93,14 +93,7 @@ func ambiguous(err error) bool {
 }
 
 func (w *Worker) recResult(f history.F, d adapters.Delivery, key, value string, err error) {
-	switch {
-	case err == nil:
-		w.rec(history.OK, f, d, key, value, nil)
-	case ambiguous(err):
-		w.rec(history.Info, f, d, key, value, err)
-	default:
-		w.rec(history.Fail, f, d, key, value, err)
-	}
+	w.rec(RecordType(err), f, d, key, value, err)
 }
 
 // Run works until ctx ends.
