@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,5 +77,29 @@ func ExclusiveLeases(t *testing.T, q adapters.Queue, open func(t *testing.T) ada
 		if n != 1 {
 			t.Errorf("job %s leased %d times under a live lease", id, n)
 		}
+	}
+}
+
+// Unreachable checks that opening a queue on a loopback port nobody listens on
+// fails with adapters.ErrUnavailable and without the password in the error.
+// url builds the broker URL for host:port with the given password; open opens
+// a queue on it.
+func Unreachable(t *testing.T, url func(addr, password string) string, open func(ctx context.Context, url string) error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const pw = "s3cret-Passw0rd"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = open(ctx, url(addr, pw))
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Fatalf("open = %v, want ErrUnavailable", err)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("error contains the password: %v", err)
 	}
 }

@@ -412,22 +412,11 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 }
 
 func TestUnreachableIsUnavailable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	const pw = "s3cret-Passw0rd"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = Open(ctx, "redis://durachk:"+pw+"@"+addr+"/0", "tunreachable", Options{})
-	if !errors.Is(err, adapters.ErrUnavailable) {
-		t.Fatalf("open = %v, want ErrUnavailable", err)
-	}
-	if strings.Contains(err.Error(), pw) {
-		t.Errorf("error contains the password: %v", err)
-	}
+	queuetest.Unreachable(t, func(addr, pw string) string { return "redis://durachk:" + pw + "@" + addr + "/0" },
+		func(ctx context.Context, url string) error {
+			_, err := Open(ctx, url, "tunreachable", Options{})
+			return err
+		})
 }
 
 func TestClassify(t *testing.T) {
