@@ -77,7 +77,38 @@ type Inventory struct {
 	InFlight     []string `json:"in_flight"`
 	DeadLettered []string `json:"dead_lettered"`
 	Unnamed      int      `json:"unnamed,omitempty"` // messages held whose jobs the broker cannot tell
+	// Moved is what the broker did to jobs on its own (expiry, a delivery limit,
+	// trimming, overflow, redrive), as far as the broker records it. The
+	// pipeline's own dead-lettering is not listed here: it is in the history.
+	Moved []BrokerAction `json:"moved_by_broker,omitempty"`
 }
+
+// BrokerAction is one thing a broker did to a job without being asked by the
+// pipeline. Job is empty when the broker cannot name the job (a stream trimmed
+// by length): Count then says how many messages it removed.
+type BrokerAction struct {
+	Job    string `json:"job,omitempty"`
+	Action string `json:"action"` // one of the Action* constants
+	// Reason is the broker's own word for it, e.g. RabbitMQ's
+	// x-first-death-reason "delivery_limit", SQS "maxReceiveCount 5", Redis
+	// "MAXLEN 100".
+	Reason string `json:"reason,omitempty"`
+	// Deliveries is the broker's delivery count of the message when it acted,
+	// where it records one (SQS ApproximateReceiveCount, x-delivery-count).
+	Deliveries int `json:"deliveries,omitempty"`
+	// Count of unnamed messages (Job empty); 0 means 1.
+	Count int `json:"count,omitempty"`
+	// At is when the broker acted, where it records it.
+	At time.Time `json:"at,omitzero"`
+}
+
+// What a broker can do to a job on its own.
+const (
+	ActionDeadLettered = "dead_lettered" // moved to its dead-letter destination (delivery limit, rejection by policy, redrive)
+	ActionExpired      = "expired"       // removed or dead-lettered because its TTL passed
+	ActionTrimmed      = "trimmed"       // removed by a length or age cap (stream MAXLEN/MINID)
+	ActionDropped      = "dropped"       // removed on overflow (max length with drop-head, reject-publish after ack)
+)
 
 // Empty reports whether nothing is queued or in flight.
 func (i Inventory) Empty() bool { return len(i.Queued) == 0 && len(i.InFlight) == 0 && i.Unnamed == 0 }

@@ -67,7 +67,7 @@ func scanMeta(s string, m *pipeline.JobMeta) bool {
 			m.Group = val
 		case "hash":
 			m.Hash = val
-		case "v", "max", "deadline":
+		case "v", "max", "deadline", "fail_transient", "age_budget":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
 				return false
@@ -77,6 +77,10 @@ func scanMeta(s string, m *pipeline.JobMeta) bool {
 				m.Version = int(n)
 			case "max":
 				m.MaxAttempts = int(n)
+			case "fail_transient":
+				m.FailTransient = int(n)
+			case "age_budget":
+				m.AgeBudget = n
 			default:
 				m.Deadline = n
 			}

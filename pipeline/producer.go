@@ -20,6 +20,14 @@ type JobMeta struct {
 	Permanent   bool   `json:"permanent,omitempty"`
 	Poison      bool   `json:"poison,omitempty"`
 	Stubborn    bool   `json:"stubborn,omitempty"`
+	// FailTransient: the job fails its first n attempts transiently (-1: every
+	// attempt, then Stubborn is set too). A job with n ≥ MaxAttempts is
+	// dead-lettered by design.
+	FailTransient int `json:"fail_transient,omitempty"`
+	// AgeBudget (ns) bounds how long infrastructure failures (broker or store
+	// unavailable, timeouts) may hold the job up before the pipeline's written
+	// policy for it applies; 0: none.
+	AgeBudget int64 `json:"age_budget,omitempty"`
 }
 
 // MetaOf describes job for the history.
@@ -30,7 +38,9 @@ func MetaOf(job adapters.Job) JobMeta {
 		m.Deadline = job.Deadline.UnixNano()
 	}
 	if p, err := DecodePayload(job.Payload); err == nil {
-		m.Permanent, m.Poison, m.Stubborn = p.FailPermanent, p.Crash, p.FailTransient < 0
+		// A job that fails below a version fails permanently at this one.
+		m.Permanent = p.FailPermanent || job.Version < p.FailBelowVersion
+		m.Poison, m.Stubborn, m.FailTransient = p.Crash, p.FailTransient < 0, p.FailTransient
 	}
 	return m
 }
