@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,9 @@ type Fault struct {
 	// ID names the fault among processes that share a plan (real targets): the
 	// first process to claim it fires it.
 	ID int `json:"id,omitempty"`
+	// Node selects the nodes of a node fault (NodeKill, NodePartition): a
+	// selector (SelPrimary, SelMinority, ...) or a node's name.
+	Node string `json:"node,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -81,6 +85,9 @@ func (f Fault) String() string {
 	if f.Link != "" {
 		b.WriteString(" " + f.Link)
 	}
+	if f.Node != "" {
+		b.WriteString(" " + f.Node)
+	}
 	if f.At > 0 || f.For > 0 {
 		fmt.Fprintf(&b, " @%s+%s", f.At, f.For)
 	}
@@ -94,6 +101,10 @@ func (f Fault) String() string {
 type Plan struct {
 	Name   string  `json:"name"`
 	Faults []Fault `json:"faults"`
+	// PinProducer, on a replicated target, connects the producer straight to
+	// the node this selector names when the run starts, and keeps it there:
+	// a client on that node's side of a partition, or on a deposed primary.
+	PinProducer string `json:"pin_producer,omitempty"`
 }
 
 // Points tracks crash and pause points: which arrival fires which fault. Safe for
@@ -163,6 +174,7 @@ type Link struct {
 	mu      sync.Mutex
 	windows []Window
 	rng     *rand.Rand
+	cut     atomic.Bool // held down by Cut, whatever the windows say
 }
 
 // Links builds every link named in plan, relative to start, seeded by seed.
@@ -222,7 +234,7 @@ func (l *Link) active(now time.Time, k Kind) *Window {
 
 // Down reports whether the link is partitioned at now: new connections are
 // refused and calls fail before they are applied.
-func (l *Link) Down(now time.Time) bool { return l.active(now, LinkDown) != nil }
+func (l *Link) Down(now time.Time) bool { return l.IsCut() || l.active(now, LinkDown) != nil }
 
 // Blackhole reports whether the link accepts and never answers at now.
 func (l *Link) Blackhole(now time.Time) bool { return l.active(now, Blackhole) != nil }
