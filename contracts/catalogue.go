@@ -357,6 +357,72 @@ var Catalogue = []*Contract{
 		},
 		Sabotages: []Sabotage{{Name: "timeout-as-failure", What: "a commit timeout is treated as a permanent failure", Pipeline: pipeline.Sabotage{TimeoutAsFailure: true}}},
 	},
+	// Replicated targets (a primary with replicas, a RabbitMQ cluster): node
+	// faults chosen by selector, then a heal and a settle before the final state
+	// is read (cluster.go).
+	{
+		ID:         "durability.failover",
+		Claim:      "an enqueue the broker acknowledged survives losing the primary (or the queue's leader) and a failover to a replica, while replication lags",
+		Motivation: "asynchronous replication acknowledges before any replica has the write: the replica that takes over never had it (Redis without WAIT, a Postgres async standby)",
+		Labels:     []string{"fault:node-kill", "fault:failover", "fault:replication-lag"},
+		Needs:      needsNodes,
+		Scenario: func(seed uint64, n int) Scenario {
+			// Jobs arrive over about 12 s (1.2 s on real targets) and take 3 s
+			// each on two workers, so a backlog is queued when the primary dies at
+			// 10 s, its newest part not yet replicated.
+			sc := base("primary killed while replication lags", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 500 * time.Millisecond
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 3 * time.Second })
+			}),
+				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 20 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
+				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 10 * time.Second, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 15 * time.Second})
+			sc.Workers = 2
+			return sc
+		},
+		Exercised: failedOver("node_kill"),
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true}},
+	},
+	{
+		ID:         "partition.minority",
+		Claim:      "a client on the minority side of a partition, or on a deposed primary, gets a refusal or an ambiguous outcome, never an acknowledgement that is later lost",
+		Motivation: "a primary cut off from its replicas keeps taking writes until it learns it was replaced; the new primary never sees them (split brain)",
+		Labels:     []string{"fault:partition", "fault:failover"},
+		Needs:      needsNodes,
+		Scenario: func(seed uint64, n int) Scenario {
+			// The producer stays on the first primary; it is cut from the other
+			// nodes at 3 s for 30 s while jobs arrive over 24 s.
+			sc := base("primary partitioned from the majority", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * time.Second
+			}),
+				faults.Fault{Kind: faults.NodePartition, Node: faults.SelPrimary, At: 3 * time.Second, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 8 * time.Second})
+			sc.Plan.PinProducer = faults.SelPrimary
+			return sc
+		},
+		Exercised: failedOver("node_partition"),
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true}},
+	},
+	{
+		ID:         "fencing.failover",
+		Claim:      "a fencing token the store has accepted is never handed to another holder after a failover; where the delivery count goes down, the result says what that did",
+		Motivation: "lease state replicated asynchronously comes back older after a failover: the same token, or a lower one, goes to a second worker while the first still holds the job",
+		Labels:     []string{"fault:node-kill", "fault:failover", "fault:replication-lag"},
+		Needs:      needsExactTokens,
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("primary killed while jobs are held", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 250 * time.Millisecond
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 4 * time.Second })
+			}),
+				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 20 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
+				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 6 * time.Second, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 11 * time.Second})
+			return sc
+		},
+		Exercised:  failedOver("node_kill"),
+		Properties: checkTokenReissue,
+		Sabotages:  []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true}},
+	},
 }
 
 // Lookup returns the contract with id.

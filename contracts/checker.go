@@ -266,7 +266,11 @@ func (c *checker) observe(i int32, op *history.Op) {
 		c.st.EventsDeadLettered++
 	}
 	if op.F == history.Fault {
-		if op.Value == "broker_crash" {
+		// A node fault of a replicated broker may lose what the broker knew of
+		// leases and acks (replicated asynchronously): like a crash of the
+		// broker, it explains a redelivery of anything delivered before it.
+		nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover"
+		if op.Value == "broker_crash" || nodeFault {
 			c.crashAt = i
 		}
 		if op.Key == faults.LinkChannel {
@@ -288,7 +292,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 		// A fault on a process (or on its slot's link: "w2" covers "w2.3")
 		// explains what happens to the delivery it holds.
 		for proc, jid := range c.current {
-			if proc == op.Target || strings.HasPrefix(proc, op.Target+".") {
+			if proc == op.Target || strings.HasPrefix(proc, op.Target+".") || nodeFault {
 				if d := c.jobs[jid].open(proc); d != nil {
 					d.faulted = true
 				}

@@ -41,6 +41,9 @@ type Contract struct {
 	Exercised func(Stats) string
 	// Sabotages are deliberately broken variants the checker must flag.
 	Sabotages []Sabotage
+	// Properties, if set, are this contract's own checks, beyond the common
+	// checker's (fencing.failover: PropTokenReissued).
+	Properties func(ops []history.Op, final Final) []Violation
 }
 
 // Sabotage is one deliberately broken pipeline or configuration.
@@ -52,6 +55,9 @@ type Sabotage struct {
 	// Broker-level breakage, as configurations of the broker under test.
 	Volatile   bool `json:"volatile,omitempty"`    // no persistence
 	BreakOrder bool `json:"break_order,omitempty"` // claims FIFO, delivers newest first
+	// Unreplicated: a replicated broker acknowledges writes before any replica
+	// has them (no WAIT, synchronous_commit=local, a classic queue).
+	Unreplicated bool `json:"unreplicated,omitempty"`
 }
 
 // JobSpec is one job of a workload.
@@ -115,7 +121,10 @@ type Result struct {
 	Stats      Stats         `json:"stats"`
 	Metrics    Metrics       `json:"metrics"`
 	HistoryLen int           `json:"history_len"`
-	Wall       time.Duration `json:"-"`
+	// Cluster is what a run on a replicated target adds: its topology, who was
+	// primary when, recovered enqueues, delivery count regressions.
+	Cluster *ClusterFacts `json:"cluster,omitempty"`
+	Wall    time.Duration `json:"-"`
 }
 
 // Target runs scenarios against one broker and configuration. Implementations
@@ -141,6 +150,10 @@ type Execution struct {
 	Ops   []history.Op
 	Final Final
 	Check CheckOptions
+	// Unsettled, if set, says why a replicated target did not settle (no
+	// primary known, a node that would not rejoin) after its last fault: the
+	// final state cannot be trusted and the verdict is unknown.
+	Unsettled string
 }
 
 // ErrUnknownContract is returned for an id not in the catalogue.

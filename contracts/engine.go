@@ -53,17 +53,34 @@ func evaluate(ctx context.Context, t Target, c *Contract, opts Options, sab *Sab
 	if err != nil {
 		return res, fmt.Errorf("%s on %s: %w", c.ID, t.Name(), err)
 	}
-	judge(&res, ex, c.Exercised)
+	judge(&res, ex, c.Exercised, c.Properties)
 	return res, nil
 }
 
 // judge fills in the verdict: any violation wins; then anything undecided makes
 // it unknown; a run that did not exercise the claim is unknown too, never pass.
-func judge(res *Result, ex Execution, exercised func(Stats) string) {
+func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func([]history.Op, Final) []Violation) {
 	vs, st, undecided := Check(ex.Ops, ex.Final, ex.Check)
+	for _, p := range own {
+		if p == nil {
+			continue
+		}
+		for _, v := range p(ex.Ops, ex.Final) {
+			if st.Violations == nil {
+				st.Violations = map[string]int{}
+			}
+			st.Violations[string(v.Property)]++
+			if st.Violations[string(v.Property)] <= maxPerProperty {
+				vs = append(vs, v)
+			}
+		}
+	}
+	res.Cluster = clusterFacts(ex.Ops)
 	res.Violations, res.Stats, res.HistoryLen = vs, st, len(ex.Ops)
 	res.Metrics = Measure(ex.Ops)
 	switch {
+	case ex.Unsettled != "":
+		res.Verdict, res.Reason = Unknown, "the cluster did not settle after the last fault: "+ex.Unsettled
 	case len(vs) > 0:
 		res.Verdict = Violated
 		res.Reason = summarize(vs, st.Violations)

@@ -179,36 +179,59 @@ type Link struct {
 
 // Links builds every link named in plan, relative to start, seeded by seed.
 func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
+	return Schedule(Prepare(plan, seed), plan, start, seed)
+}
+
+// Prepare builds every link named in plan without its windows, for what must
+// hold the links before the run's start is known (a cluster's proxies);
+// Schedule fills them in.
+func Prepare(plan Plan, seed uint64) map[string]*Link {
 	links := map[string]*Link{}
-	get := func(name string) *Link {
-		l, ok := links[name]
-		if !ok {
-			l = &Link{Name: name, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
-			links[name] = l
+	for _, f := range plan.Faults {
+		switch f.Kind {
+		case LinkDown, Blackhole, ReplyLoss, Latency, Reset, Flap:
+			if _, ok := links[f.Link]; !ok {
+				links[f.Link] = &Link{Name: f.Link, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
+			}
 		}
-		return l
 	}
+	return links
+}
+
+// Schedule sets the windows of plan's link faults, relative to start, on the
+// links Prepare built (links may be in use). It returns links.
+func Schedule(links map[string]*Link, plan Plan, start time.Time, seed uint64) map[string]*Link {
+	if links == nil {
+		links = Prepare(plan, seed)
+	}
+	windows := map[string][]Window{}
 	for _, f := range plan.Faults {
 		from, to := start.Add(f.At), start.Add(f.At+f.For)
 		switch f.Kind {
 		case LinkDown, Blackhole, ReplyLoss, Latency, Reset:
-			l := get(f.Link)
-			l.windows = append(l.windows, Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter, Match: strings.ToLower(f.Match)})
+			windows[f.Link] = append(windows[f.Link], Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter, Match: strings.ToLower(f.Match)})
 		case Flap:
-			l := get(f.Link)
 			r := rand.New(rand.NewPCG(seed, 0xF1A9))
 			// Down and up in turn, starting down, each for a seeded 0.5–3 s.
 			for t, down := from, true; t.Before(to); down = !down {
 				d := time.Duration(500+r.IntN(2500)) * time.Millisecond
 				if down {
-					l.windows = append(l.windows, Window{From: t, To: minTime(t.Add(d), to), Kind: LinkDown})
+					windows[f.Link] = append(windows[f.Link], Window{From: t, To: minTime(t.Add(d), to), Kind: LinkDown})
 				}
 				t = t.Add(d)
 			}
 		}
 	}
-	for _, l := range links {
-		sort.Slice(l.windows, func(i, j int) bool { return l.windows[i].From.Before(l.windows[j].From) })
+	for name, ws := range windows {
+		l := links[name]
+		if l == nil {
+			l = &Link{Name: name, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
+			links[name] = l
+		}
+		sort.Slice(ws, func(i, j int) bool { return ws[i].From.Before(ws[j].From) })
+		l.mu.Lock()
+		l.windows = ws
+		l.mu.Unlock()
 	}
 	return links
 }
@@ -224,9 +247,11 @@ func (l *Link) active(now time.Time, k Kind) *Window {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for i := range l.windows {
-		if w := &l.windows[i]; w.Kind == k && w.covers(now) {
-			return w
+		if w := l.windows[i]; w.Kind == k && w.covers(now) {
+			return &w
 		}
 	}
 	return nil

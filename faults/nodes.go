@@ -13,8 +13,10 @@ import (
 // so one plan runs on any topology: "kill the primary" means whichever node is
 // the primary at that moment.
 const (
-	// NodeKill SIGKILLs the selected nodes at At; each is restarted after For
-	// (0: at the heal after the last fault). A restarted node rejoins as the
+	// NodeKill fails the selected nodes at At as their hosts would fail: their
+	// links are cut at once, dropping what was in flight from them, and the
+	// server is SIGKILLed. Each is restarted after For (0: at the heal after
+	// the last fault). A restarted node rejoins as the
 	// topology says: a deposed Redis primary as a replica, a Postgres node as a
 	// standby of the current primary (a fresh base backup), a RabbitMQ node on
 	// its own data.

@@ -193,7 +193,7 @@ func (p *Proxy) serve(client net.Conn) {
 		p.forget(client)
 		return
 	}
-	up, err := net.DialTimeout("tcp", p.upstream(), 5*time.Second)
+	up, err := net.DialTimeout("tcp", p.UpstreamAddr(), 5*time.Second)
 	if err != nil {
 		p.forget(client)
 		return
@@ -272,11 +272,17 @@ func (p *Proxy) pipe(dst, src net.Conn, replyTo, record *lastRequest) {
 	}
 }
 
+func (p *Proxy) also() []*Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Also
+}
+
 func (p *Proxy) isDown(now time.Time) bool {
 	if p.Link.Down(now) {
 		return true
 	}
-	for _, l := range p.Also {
+	for _, l := range p.also() {
 		if l.Down(now) {
 			return true
 		}
@@ -288,7 +294,7 @@ func (p *Proxy) blackhole(now time.Time) bool {
 	if p.Link.Blackhole(now) {
 		return true
 	}
-	for _, l := range p.Also {
+	for _, l := range p.also() {
 		if l.Blackhole(now) {
 			return true
 		}
@@ -316,17 +322,19 @@ func (p *Proxy) stall() bool {
 	return true
 }
 
-func (p *Proxy) upstream() string {
+// UpstreamAddr is where new connections go now.
+func (p *Proxy) UpstreamAddr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.Upstream
 }
 
 // SetUpstream points new connections at addr (a virtual address that follows
-// the primary) and cuts the live ones, as a failover of the address does.
-func (p *Proxy) SetUpstream(addr string) {
+// the primary) and cuts the live ones, as a failover of the address does; also
+// replaces Also (the links of the new upstream's node).
+func (p *Proxy) SetUpstream(addr string, also ...*Link) {
 	p.mu.Lock()
-	p.Upstream = addr
+	p.Upstream, p.Also = addr, also
 	var cs []net.Conn
 	for c := range p.conns {
 		cs = append(cs, c)
@@ -334,6 +342,24 @@ func (p *Proxy) SetUpstream(addr string) {
 	p.mu.Unlock()
 	for _, c := range cs {
 		c.Close()
+	}
+}
+
+// CutAll closes every live connection at once, dropping the bytes the proxy
+// holds or delays for them, as when the host at one end fails: what was on
+// the wire never arrives. New connections are served as before.
+func (p *Proxy) CutAll() {
+	p.mu.Lock()
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	if len(cs) > 0 {
+		p.fault("cut", func(c *Counters) { c.Cut += int64(len(cs)) })
 	}
 }
 

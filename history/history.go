@@ -44,6 +44,10 @@ const (
 	Probe      F = "probe"      // the relay's cheap test of its channel
 	Circuit    F = "circuit"    // the relay's breaker: value open or closed
 	EventDead  F = "event_dead" // the relay parked a rejected outbox event for good
+	// Node is what a node of a replicated target was (value "primary", "up",
+	// "down", "started ..."; Target names the node): the controller's
+	// observations, for the report's node lanes. Not a fault.
+	Node F = "node"
 )
 
 // Op is one history record. T is nanoseconds since the Unix epoch (virtual time on

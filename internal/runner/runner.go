@@ -77,6 +77,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
 	}
+	t.describeCluster()
 	t.measuredOn += " (real processes)"
 	return t, nil
 }
@@ -168,6 +169,7 @@ type run struct {
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
 	proxies  map[string]*faults.Proxy // slot/upstream → proxy
+	cl       *clusterRun              // a replicated target's nodes (cluster.go)
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -177,7 +179,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r.spec.RunID = newRunID()
 	if s := rc.Sabotage; s != nil {
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
-		r.spec.Volatile, r.spec.BreakOrder = s.Volatile, s.BreakOrder
+		r.spec.Volatile, r.spec.BreakOrder, r.spec.Unreplicated = s.Volatile, s.BreakOrder, s.Unreplicated
 	}
 	if r.self, err = workerBinary(); err != nil {
 		return ex, err
@@ -204,6 +206,8 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		terr := targets.TeardownStore(tctx, r.spec)
 		if r.inst != nil {
 			terr = errors.Join(terr, r.inst.Stop()) // the queue goes with the instance
+		} else if r.cl != nil {
+			terr = errors.Join(terr, r.stopCluster()) // and with the cluster
 		} else {
 			terr = errors.Join(terr, targets.TeardownQueue(tctx, r.spec))
 		}
@@ -212,11 +216,16 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		}
 		os.RemoveAll(r.dir)
 	}()
-	if needsBrokerKill(r.sc.Plan) {
+	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
 		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, r.dir); err != nil {
 			return ex, err
 		}
 		t.logf("  private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
+	}
+	if targets.HasPrivateCluster(r.spec) {
+		if err := r.startCluster(); err != nil {
+			return ex, err
+		}
 	}
 	q, err := targets.OpenQueue(ctx, r.spec)
 	if err != nil {
@@ -236,7 +245,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r.ctl = &pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
 	r.start = time.Now().Add(300 * time.Millisecond) // children start within this
 
-	r.links = faults.Links(r.sc.Plan, r.start, r.rc.Seed)
+	r.links = faults.Schedule(r.links, r.sc.Plan, r.start, r.rc.Seed)
 	r.proxies = map[string]*faults.Proxy{}
 	defer func() {
 		for _, p := range r.proxies {
@@ -291,13 +300,15 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		return ex, err
 	}
 	var inv adapters.Inventory
+	unsettled := r.clusterUnsettled()
 	if in, ok := q.(adapters.Inspector); ok {
-		if inv, err = in.Inspect(ctx); err != nil {
+		// An unsettled cluster may not answer: its verdict is unknown anyway.
+		if inv, err = in.Inspect(ctx); err != nil && unsettled == "" {
 			return ex, err
 		}
 	}
 	caps := q.Capabilities()
-	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
+	return contracts.Execution{Unsettled: unsettled, Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
 			ApproximateLeases: caps.Lease == adapters.Approximate}}, nil
 }
@@ -338,6 +349,9 @@ func (r *run) spawn(slot, role string) error {
 	c := &child{slot: slot, name: name, role: role, inc: inc, hist: filepath.Join(r.dir, name+".jsonl"), done: make(chan error, 1)}
 	spec, err := r.proxied(slot, role)
 	if err != nil {
+		return err
+	}
+	if spec, err = r.clusterSpec(spec, role); err != nil {
 		return err
 	}
 	cfg := ChildConfig{Role: role, Process: name, Spec: spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
@@ -466,6 +480,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	defer tick.Stop()
 	lastDrainCheck := time.Time{}
 	lastWatch := time.Now()
+	r.startNodeFaults()
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -492,6 +507,10 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		if now.After(deadline) {
 			return false, nil
 		}
+		clusterReady, clusterFailed := r.clusterGate()
+		if clusterFailed {
+			return false, nil
+		}
 		if now.Sub(lastWatch) > time.Second {
 			lastWatch = now
 			if job, over := r.tail.over(); over {
@@ -499,7 +518,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 				return false, nil
 			}
 		}
-		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() {
+		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() || !clusterReady {
 			continue
 		}
 		lastDrainCheck = now

@@ -53,6 +53,7 @@ func init() {
 		StartPrivate:    startPrivateRedis,
 		CanStartPrivate: canStartPrivateRedis,
 		Cleanup:         cleanupRedis,
+		Cluster:         redisClusterKind,
 	})
 }
 
@@ -82,7 +83,7 @@ func cleanupRedis(ctx context.Context, s Spec) ([]string, error) {
 }
 
 func parseRedis(raw string, u *url.URL) (Spec, error) {
-	if err := UnknownKnobs(u, redisKnobs, "dial_timeout", "read_timeout", "write_timeout", "client_name"); err != nil {
+	if err := UnknownKnobs(u, redisKnobs, "dial_timeout", "read_timeout", "write_timeout", "client_name", "master_name", "addr"); err != nil {
 		return Spec{}, err
 	}
 	q := u.Query()
@@ -176,6 +177,7 @@ func redisOptions(s Spec) (rq.Options, error) {
 			return o, fmt.Errorf("%w: block=%q", ErrBadTarget, v)
 		}
 	}
+	applyRedisWait(s, &o)
 	p := privateRedisProfile(s)
 	o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
 	if s.BreakOrder {

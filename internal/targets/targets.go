@@ -39,6 +39,9 @@ type Spec struct {
 	// Broker-level negative controls.
 	Volatile   bool `json:"volatile,omitempty"`
 	BreakOrder bool `json:"break_order,omitempty"`
+	// Unreplicated: the broker acknowledges a write before any replica has
+	// it (the negative control of the cluster contracts).
+	Unreplicated bool `json:"unreplicated,omitempty"`
 }
 
 // StoreSchema is the effect store's schema of the run.
@@ -77,6 +80,8 @@ type Kind struct {
 	// Cleanup removes every namespace with durachk's prefix that no run owns
 	// any more (durachk cleanup).
 	Cleanup func(ctx context.Context, s Spec) ([]string, error)
+	// Cluster, if set, starts and faults replicated topologies (cluster.go).
+	Cluster *ClusterKind
 }
 
 var kinds = map[string]*Kind{}
@@ -120,6 +125,9 @@ func Parse(raw string) (Spec, error) {
 	}
 	s, err := k.Parse(raw, u)
 	if err != nil {
+		return Spec{}, err
+	}
+	if err := checkCluster(k, s); err != nil {
 		return Spec{}, err
 	}
 	s.Kind = k.Name

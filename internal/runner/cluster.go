@@ -1,0 +1,330 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// settleTimeout bounds the wait for a replicated target to settle after its
+// last fault: a primary known, every node back and following it.
+const settleTimeout = 20 * time.Second
+
+// clusterRun is the replicated topology of one run and the controller of its
+// node faults: it applies them at their times, heals everything after the
+// last one, lets the cluster settle, and records in the history who was
+// primary when.
+type clusterRun struct {
+	r   *run
+	cl  targets.Cluster
+	ctl atomic.Pointer[pipeline.Env] // the controller's recorder, once the run starts
+
+	mu        sync.Mutex
+	done      bool   // the last fault, the heal and the settle are over
+	unsettled string // why the cluster did not settle, if it did not
+	primary   string // as last observed
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// describeCluster declares what a target with a private cluster can do, and
+// names the topology in what its verdicts are measured on.
+func (t *Target) describeCluster() {
+	t.caps.NodeFaults = targets.CanFaultNodes(t.Spec) == nil
+	if d := targets.DescribeCluster(t.Spec); d != "" {
+		t.measuredOn += ", private cluster: " + d
+		t.caps.Notes = append(t.caps.Notes, "every contract runs on a fresh private cluster ("+d+"); a broker kill kills every node at once")
+	}
+}
+
+// startCluster starts the private cluster the target names, before the run's
+// queue is opened: the run's processes then connect to it. Every contract of
+// such a target runs on its own cluster; a broker crash kills every node.
+func (r *run) startCluster() error {
+	r.links = faults.Prepare(r.sc.Plan, r.rc.Seed)
+	c := &clusterRun{r: r}
+	env := targets.ClusterEnv{Dir: r.dir, RunID: r.spec.RunID, Links: r.links, Logf: r.t.logf,
+		OnFault: func(kind, link string) {
+			// Faults on the cluster's links count from the run's start: the
+			// controller's history exists by then.
+			if ctl := c.ctl.Load(); ctl != nil {
+				ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: kind, Key: link})
+			}
+		}}
+	cl, spec, err := targets.StartCluster(r.ctx, r.spec, env)
+	if err != nil {
+		return err
+	}
+	c.cl = cl
+	r.cl = c
+	r.spec = spec
+	r.t.logf("  %s started and settled in %s", cl.Describe(), cl.StartTime().Round(time.Millisecond))
+	return nil
+}
+
+// clusterSpec points a pinned producer straight at its node.
+func (r *run) clusterSpec(spec targets.Spec, role string) (targets.Spec, error) {
+	if r.cl == nil || role != RoleProducer || r.sc.Plan.PinProducer == "" {
+		return spec, nil
+	}
+	nodes, err := faults.SelectNodes(r.sc.Plan.PinProducer, r.cl.cl.Nodes(), r.cl.observed(), rand.New(rand.NewPCG(r.rc.Seed, 0x9e11)))
+	if err != nil {
+		return spec, err
+	}
+	if spec.URL, err = r.cl.cl.NodeURL(nodes[0]); err != nil {
+		return spec, err
+	}
+	r.ctl.Record(history.Op{Type: history.Info, F: history.Node, Value: "producer pinned", Target: nodes[0]})
+	return spec, nil
+}
+
+// stopCluster ends the controller and the cluster (the run's queue goes with it).
+func (r *run) stopCluster() error {
+	if r.cl == nil {
+		return nil
+	}
+	if r.cl.stop != nil {
+		r.cl.stop()
+	}
+	r.cl.wg.Wait()
+	return r.cl.cl.Stop()
+}
+
+// clusterGate says whether the run may drain (no cluster, or its faults are
+// over and it settled) and whether it must end (it did not settle).
+func (r *run) clusterGate() (ready, failed bool) {
+	if r.cl == nil {
+		return true, false
+	}
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return r.cl.done && r.cl.unsettled == "", r.cl.done && r.cl.unsettled != ""
+}
+
+// clusterUnsettled is why the cluster did not settle, or "".
+func (r *run) clusterUnsettled() string {
+	if r.cl == nil {
+		return ""
+	}
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return r.cl.unsettled
+}
+
+func (c *clusterRun) observed() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary
+}
+
+func (c *clusterRun) record(f history.F, value, node string) {
+	c.r.ctl.Record(history.Op{Type: history.Info, F: f, Value: value, Target: node})
+}
+
+// startNodeFaults starts the controller once the run's start is known.
+func (r *run) startNodeFaults() {
+	if r.cl == nil || r.cl.stop != nil {
+		return
+	}
+	c := r.cl
+	ctx, cancel := context.WithCancel(r.ctx)
+	c.stop = cancel
+	c.ctl.Store(r.ctl)
+	c.record(history.Node, fmt.Sprintf("started in %s: %s", c.cl.StartTime().Round(time.Millisecond), c.cl.Describe()), "")
+	c.watchPrimary(ctx) // the first observation, before any fault
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			c.watchPrimary(ctx)
+		}
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.control(ctx)
+	}()
+}
+
+// watchPrimary records the primary when it changes: a failover, whoever made it.
+func (c *clusterRun) watchPrimary(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	p, err := c.cl.Primary(qctx)
+	if err != nil || p == "" {
+		return
+	}
+	c.mu.Lock()
+	prev := c.primary
+	c.primary = p
+	c.mu.Unlock()
+	if p == prev {
+		return
+	}
+	c.record(history.Node, "primary", p)
+	if prev != "" {
+		c.record(history.Fault, "failover", p)
+		c.r.t.logf("  %s is the primary now (was %s)", p, prev)
+	}
+}
+
+type nodeEvent struct {
+	at    time.Duration
+	f     faults.Fault
+	nodes []string // resolved: restarts and heals of earlier faults
+	kind  string   // "fault", "restart", "heal"
+}
+
+// control applies the plan's node faults at their times, then heals, restarts
+// what is down, and waits for the cluster to settle.
+func (c *clusterRun) control(ctx context.Context) {
+	r := c.r
+	rng := rand.New(rand.NewPCG(r.rc.Seed, 0x90de))
+	var events []nodeEvent
+	var last time.Duration
+	for _, f := range r.sc.Plan.Faults {
+		last = max(last, f.At+f.For)
+		if faults.IsNodeFault(f.Kind) || f.Kind == faults.BrokerCrash {
+			events = append(events, nodeEvent{at: f.At, f: f, kind: "fault"})
+		}
+	}
+	down := map[string]bool{}
+	fail := func(why string) {
+		c.mu.Lock()
+		c.done, c.unsettled = true, why
+		c.mu.Unlock()
+		r.t.logf("  cluster: %s", why)
+	}
+	for len(events) > 0 {
+		sort.SliceStable(events, func(i, j int) bool { return events[i].at < events[j].at })
+		ev := events[0]
+		events = events[1:]
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(r.start.Add(ev.at))):
+		}
+		switch ev.kind {
+		case "restart":
+			for _, n := range ev.nodes {
+				if err := c.cl.Restart(ctx, n); err != nil {
+					fail(fmt.Sprintf("restart of %s: %v", n, err))
+					return
+				}
+				delete(down, n)
+				c.record(history.Fault, "node_restart", n)
+			}
+			continue
+		case "heal":
+			_ = c.cl.Heal()
+			for _, n := range ev.nodes {
+				c.record(history.Fault, "node_heal", n)
+			}
+			continue
+		}
+		f := ev.f
+		if f.Kind == faults.Failover {
+			p, err := c.cl.Failover(ctx)
+			switch {
+			case errors.Is(err, targets.ErrAutomaticFailover):
+				r.t.logf("  failover: left to the topology")
+			case err != nil:
+				fail(fmt.Sprintf("failover: %v", err))
+				return
+			default:
+				r.t.logf("  promoted %s", p)
+				c.watchPrimary(ctx)
+			}
+			continue
+		}
+		sel := f.Node
+		if f.Kind == faults.BrokerCrash {
+			// The whole broker: every node at once.
+			sel = faults.SelAll
+			c.record(history.Fault, "broker_crash", r.spec.Kind)
+		}
+		nodes, err := faults.SelectNodes(sel, c.cl.Nodes(), c.observed(), rng)
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		switch f.Kind {
+		case faults.NodeKill, faults.BrokerCrash:
+			for _, n := range nodes {
+				c.record(history.Fault, "node_kill", n)
+				if err := c.cl.Kill(n); err != nil {
+					fail(fmt.Sprintf("kill of %s: %v", n, err))
+					return
+				}
+				down[n] = true
+				r.t.logf("  killed node %s", n)
+			}
+			if f.For > 0 {
+				events = append(events, nodeEvent{at: f.At + f.For, nodes: nodes, kind: "restart"})
+			}
+		case faults.NodePartition:
+			for _, n := range nodes {
+				c.record(history.Fault, "node_partition", n)
+			}
+			if err := c.cl.Partition(nodes); err != nil {
+				fail(fmt.Sprintf("partition of %v: %v", nodes, err))
+				return
+			}
+			r.t.logf("  partitioned %v from the other nodes", nodes)
+			if f.For > 0 {
+				events = append(events, nodeEvent{at: f.At + f.For, nodes: nodes, kind: "heal"})
+			}
+		}
+	}
+	// After the last fault (and the end of every link window): heal, bring
+	// back what is down, and wait for one primary that every node follows.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(r.start.Add(last))):
+	}
+	_ = c.cl.Heal()
+	for n := range down {
+		if err := c.cl.Restart(ctx, n); err != nil {
+			fail(fmt.Sprintf("restart of %s at the heal: %v", n, err))
+			return
+		}
+		c.record(history.Fault, "node_restart", n)
+	}
+	if p, err := c.cl.Primary(ctx); err != nil || p == "" {
+		if _, err := c.cl.Failover(ctx); err != nil && !errors.Is(err, targets.ErrAutomaticFailover) {
+			fail(fmt.Sprintf("failover at the heal: %v", err))
+			return
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	begin := time.Now()
+	if err := c.cl.Settle(sctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		fail(fmt.Sprintf("not settled %s after the heal: %v", settleTimeout, err))
+		return
+	}
+	c.watchPrimary(ctx)
+	c.record(history.Node, fmt.Sprintf("settled in %s", time.Since(begin).Round(time.Millisecond)), c.observed())
+	r.t.logf("  cluster settled in %s after the last fault, primary %s", time.Since(begin).Round(time.Millisecond), c.observed())
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+}
