@@ -106,21 +106,21 @@ type Dist struct {
 // Result is the verdict of one contract (or scenario) on one target. Every field
 // is a function of the seed and the target except Wall, kept apart.
 type Result struct {
-	Contract   string        `json:"contract"`
-	Claim      string        `json:"claim,omitempty"`
-	Target     string        `json:"target"`
-	Broker     string        `json:"broker"`
-	MeasuredOn string        `json:"measured_on"`
-	Verdict    Verdict       `json:"verdict"`
-	Reason     string        `json:"reason,omitempty"`
-	Sabotage   string        `json:"sabotage,omitempty"`
-	Seed       uint64        `json:"seed"`
-	Scenario   string        `json:"scenario"`
-	Planned    []string      `json:"planned_faults,omitempty"`
-	Violations []Violation   `json:"violations,omitempty"`
-	Stats      Stats         `json:"stats"`
-	Metrics    Metrics       `json:"metrics"`
-	HistoryLen int           `json:"history_len"`
+	Contract   string      `json:"contract"`
+	Claim      string      `json:"claim,omitempty"`
+	Target     string      `json:"target"`
+	Broker     string      `json:"broker"`
+	MeasuredOn string      `json:"measured_on"`
+	Verdict    Verdict     `json:"verdict"`
+	Reason     string      `json:"reason,omitempty"`
+	Sabotage   string      `json:"sabotage,omitempty"`
+	Seed       uint64      `json:"seed"`
+	Scenario   string      `json:"scenario"`
+	Planned    []string    `json:"planned_faults,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	Stats      Stats       `json:"stats"`
+	Metrics    Metrics     `json:"metrics"`
+	HistoryLen int         `json:"history_len"`
 	// Cluster is what a run on a replicated target adds: its topology, who was
 	// primary when, recovered enqueues, delivery count regressions.
 	Cluster *ClusterFacts `json:"cluster,omitempty"`
