@@ -98,6 +98,7 @@ type leaseRec struct {
 	token   uint64
 	attempt int
 	fenced  bool // the store accepted this delivery's token
+	fence   int  // the fence record that says so
 }
 
 // leasesByJob groups the deliveries of jobs enqueued once (the tokens of two
@@ -126,8 +127,8 @@ func leasesByJob(ops []history.Op) (map[string][]*leaseRec, []string) {
 			byJob[op.Job] = append(byJob[op.Job], l)
 			open[op.Process] = l
 		case op.F == history.Fence && op.Type == history.OK:
-			if l := open[op.Process]; l != nil && l.token == op.Token {
-				l.fenced = true
+			if l := open[op.Process]; l != nil && l.token == op.Token && op.Job == ops[l.idx].Job {
+				l.fenced, l.fence = true, i
 			}
 		}
 	}
@@ -146,7 +147,7 @@ func checkTokenReissue(ops []history.Op, _ Final) []Violation {
 				if prev.fenced && prev.proc != l.proc && l.token <= prev.token {
 					vs = append(vs, Violation{Property: PropTokenReissued, Job: job,
 						Message: fmt.Sprintf("%s was handed token %d after the store had accepted token %d from %s: the store cannot fence the old holder out", l.proc, l.token, prev.token, prev.proc),
-						Witness: []history.Op{ops[prev.idx], ops[l.idx]}})
+						Witness: []history.Op{ops[prev.idx], ops[prev.fence], ops[l.idx]}})
 					break
 				}
 			}

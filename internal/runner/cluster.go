@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/targets"
@@ -77,7 +78,11 @@ func (r *run) clusterSpec(spec targets.Spec, role string) (targets.Spec, error) 
 	if r.cl == nil || role != RoleProducer || r.sc.Plan.PinProducer == "" {
 		return spec, nil
 	}
-	nodes, err := faults.SelectNodes(r.sc.Plan.PinProducer, r.cl.cl.Nodes(), r.cl.observed(), rand.New(rand.NewPCG(r.rc.Seed, 0x9e11)))
+	primary := r.cl.observed()
+	if primary == "" {
+		primary, _ = r.cl.cl.Primary(r.ctx)
+	}
+	nodes, err := faults.SelectNodes(r.sc.Plan.PinProducer, r.cl.cl.Nodes(), primary, rand.New(rand.NewPCG(r.rc.Seed, 0x9e11)))
 	if err != nil {
 		return spec, err
 	}
@@ -327,4 +332,22 @@ func (c *clusterRun) control(ctx context.Context) {
 	c.mu.Lock()
 	c.done = true
 	c.mu.Unlock()
+}
+
+// boundedEnqueue bounds every Enqueue, as a producer with a request timeout
+// does: a commit that waits for a synchronous standby cut off by a partition
+// waits forever (Postgres's SyncRep wait ignores statement_timeout), and the
+// producer must give up on it as an ambiguous enqueue.
+type boundedEnqueue struct {
+	adapters.Queue
+	d time.Duration
+}
+
+func (b boundedEnqueue) Enqueue(ctx context.Context, job adapters.Job) error {
+	if b.d <= 0 {
+		return b.Queue.Enqueue(ctx, job)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Queue.Enqueue(ctx, job)
 }
