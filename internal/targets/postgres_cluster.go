@@ -313,8 +313,8 @@ func (c *pgCluster) rejoin(ctx context.Context, n, primary *pgNode) error {
 	return nil
 }
 
-func (c *pgCluster) Describe() string        { return c.prof.describe() }
-func (c *pgCluster) URL() string             { return c.url }
+func (c *pgCluster) Describe() string         { return c.prof.describe() }
+func (c *pgCluster) URL() string              { return c.url }
 func (c *pgCluster) StartTime() time.Duration { return c.took }
 
 func (c *pgCluster) Nodes() []string {
