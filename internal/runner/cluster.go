@@ -327,6 +327,13 @@ func (c *clusterRun) control(ctx context.Context) {
 		return
 	}
 	c.watchPrimary(ctx)
+	if r.sc.Plan.PinProducer != "" {
+		if err := c.cl.Unpin(ctx); err != nil {
+			fail(fmt.Sprintf("moving the pinned producer to the primary: %v", err))
+			return
+		}
+		c.record(history.Node, "producer unpinned", c.observed())
+	}
 	c.record(history.Node, fmt.Sprintf("settled in %s", time.Since(begin).Round(time.Millisecond)), c.observed())
 	r.t.logf("  cluster settled in %s after the last fault, primary %s", time.Since(begin).Round(time.Millisecond), c.observed())
 	c.mu.Lock()

@@ -59,6 +59,9 @@ type Cluster interface {
 	// Settle waits until a primary is known, reachable through URL, and every
 	// live node follows it; its error says what did not settle.
 	Settle(ctx context.Context) error
+	// Unpin moves the clients pinned to a node (NodeURL) to the primary, as a
+	// client on the minority side finds the primary once the partition heals.
+	Unpin(ctx context.Context) error
 	// StartTime is how long the cluster took to start and settle.
 	StartTime() time.Duration
 	// Stop kills every node and helper, closes the proxies and removes the

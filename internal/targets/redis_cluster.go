@@ -663,3 +663,21 @@ func (c *redisCluster) Stop() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Unpin points every pinned client's proxy at the current primary.
+func (c *redisCluster) Unpin(ctx context.Context) error {
+	p, err := c.Primary(ctx)
+	if err != nil || p == "" {
+		return fmt.Errorf("no primary to move pinned clients to: %v", err)
+	}
+	pn, err := c.node(p)
+	if err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		if n.pinned.UpstreamAddr() != pn.addr() {
+			n.pinned.SetUpstream(pn.addr())
+		}
+	}
+	return nil
+}
