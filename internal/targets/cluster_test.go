@@ -225,3 +225,41 @@ func TestPostgresClusterKnobs(t *testing.T) {
 		}
 	}
 }
+
+// Raft elects a new leader of the run's quorum queue once its leader's node
+// is killed; the node rejoins on restart; a node cut away in the kernel comes
+// back after the heal.
+func TestRabbitClusterLeaderKillAndPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a RabbitMQ cluster takes tens of seconds")
+	}
+	c, s, _ := startTestCluster(t, "amqp://guest:guest@127.0.0.1:5672/?queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&private-cluster.cluster_partition_handling=pause_minority")
+	if !strings.Contains(s.URL, "addr=") {
+		t.Fatalf("the run's URL is not a node list: %s", Redact(s.URL))
+	}
+	leader, err := c.Primary(context.Background())
+	if err != nil || leader == "" {
+		t.Fatalf("leader %q, %v", leader, err)
+	}
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	p, took := waitPrimary(t, c, leader, 30*time.Second)
+	t.Logf("Raft elected %s %v after the kill of %s", p, took, leader)
+	if err := c.Restart(context.Background(), leader); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, c)
+	if err := CanPartitionKernel(); err != nil {
+		t.Skip(err)
+	}
+	if err := c.Partition([]string{p}); err != nil {
+		t.Fatal(err)
+	}
+	q, took := waitPrimary(t, c, p, 60*time.Second)
+	t.Logf("after %s was cut away, %s leads, %v later", p, q, took)
+	if err := c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, c)
+}
