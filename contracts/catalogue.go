@@ -378,6 +378,7 @@ var Catalogue = []*Contract{
 				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 10 * time.Second, For: 30 * time.Second},
 				faults.Fault{Kind: faults.Failover, At: 15 * time.Second})
 			sc.Workers = 2
+			sc.Limit = clusterLimit
 			return sc
 		},
 		Exercised: failedOver("node_kill"),
@@ -399,6 +400,7 @@ var Catalogue = []*Contract{
 				faults.Fault{Kind: faults.NodePartition, Node: faults.SelPrimary, At: 3 * time.Second, For: 100 * time.Second},
 				faults.Fault{Kind: faults.Failover, At: 8 * time.Second})
 			sc.Plan.PinProducer = faults.SelPrimary
+			sc.Limit = clusterLimit
 			return sc
 		},
 		Exercised: failedOver("node_partition"),
@@ -418,6 +420,7 @@ var Catalogue = []*Contract{
 				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 20 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
 				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 6 * time.Second, For: 30 * time.Second},
 				faults.Fault{Kind: faults.Failover, At: 11 * time.Second})
+			sc.Limit = clusterLimit
 			return sc
 		},
 		Exercised:  failedOver("node_kill"),

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/history"
@@ -197,6 +198,10 @@ func regressions(ops []history.Op) []string {
 	}
 	return out
 }
+
+// clusterLimit bounds a cluster contract's run (60 s on real targets): its
+// last fault ends by 13 s, and a cluster may take 20 s more to settle.
+const clusterLimit = 10 * time.Minute
 
 // needsNodes is the Needs of the cluster contracts.
 var needsNodes = needs("the target is not a replicated topology durachk can fault node by node (private-cluster.* knobs)",

@@ -30,6 +30,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Reproduce                                                                     string
 		HistoryNote                                                                   string
 		Windows                                                                       []string
+		Cluster                                                                       string
+		Nodes                                                                         template.HTML
 	}
 	var secs []section
 	for _, r := range d.Results {
@@ -59,6 +61,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 			}
 			s.Violations = append(s.Violations, vv)
 		}
+		s.Cluster = ClusterLine(r.Cluster)
 		for _, w := range ev.Windows {
 			what := w.Kind
 			if w.Target != "" {
@@ -70,6 +73,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 			s.Windows = append(s.Windows, fmt.Sprintf("%s for %s", what, fmtDur(w.To-w.From)))
 		}
 		if len(ops) > 0 {
+			s.Nodes = NodeLanes(ops)
 			s.Timeline = Timeline(ops, ev.Windows)
 			s.Depth = DepthChart(ops, ev.Windows)
 			ds := Distribute(ops)
@@ -199,8 +203,10 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
 {{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
 {{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}
+{{if .Cluster}}<p class="meta"><b>Cluster:</b> {{.Cluster}}</p>{{end}}
 {{range .Violations}}<p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>{{if .Lines}}<pre>{{range .Lines}}{{.}}
 {{end}}</pre>{{end}}{{end}}
+{{if .Nodes}}{{.Nodes}}{{end}}
 {{if .Timeline}}{{.Timeline}}{{end}}
 {{if .Hists}}<div class="hists">{{range .Hists}}{{.}}{{end}}</div>{{end}}
 {{if .Depth}}{{.Depth}}{{end}}

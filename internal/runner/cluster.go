@@ -116,6 +116,19 @@ func (r *run) clusterGate() (ready, failed bool) {
 	return r.cl.done && r.cl.unsettled == "", r.cl.done && r.cl.unsettled != ""
 }
 
+// clusterTimedOut marks a cluster still busy with its faults or its settle
+// when the run's time limit passed.
+func (r *run) clusterTimedOut() {
+	if r.cl == nil {
+		return
+	}
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	if !r.cl.done {
+		r.cl.done, r.cl.unsettled = true, "the run's time limit passed before the cluster settled after its last fault"
+	}
+}
+
 // clusterUnsettled is why the cluster did not settle, or "".
 func (r *run) clusterUnsettled() string {
 	if r.cl == nil {

@@ -505,6 +505,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		r.tail.read(r.hists)
 		r.resumeZombies()
 		if now.After(deadline) {
+			r.clusterTimedOut()
 			return false, nil
 		}
 		clusterReady, clusterFailed := r.clusterGate()

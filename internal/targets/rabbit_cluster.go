@@ -578,32 +578,34 @@ func (c *rabbitCluster) Settle(ctx context.Context) error {
 		if len(live) == 0 {
 			return errors.New("no node is up")
 		}
-		var split []string
+		var problems []string
 		for _, n := range live {
 			var ns []rabbitAPINode
 			if err := c.api(ctx, n, "/api/nodes", &ns); err != nil {
-				return fmt.Errorf("%s: %w", n.name, err)
+				problems = append(problems, fmt.Sprintf("%s: %v", n.name, err))
+				continue
 			}
 			for _, x := range ns {
 				m := c.byErlName(x.Name)
-				if mn, _ := c.node(m); mn != nil && !c.isDown(mn) && !x.Running {
-					return fmt.Errorf("%s says %s is not running", n.name, m)
-				}
 				if len(x.Partitions) > 0 {
-					split = append(split, m)
+					problems = append(problems, fmt.Sprintf("%s records a partition with %v", m, x.Partitions))
+				}
+				if mn, _ := c.node(m); mn != nil && !c.isDown(mn) && !x.Running {
+					problems = append(problems, fmt.Sprintf("%s says %s is not running", n.name, m))
 				}
 			}
 		}
-		if len(split) > 0 {
-			if c.prof.handling == "ignore" {
+		if len(problems) > 0 {
+			// ignore: the sides do not merge again by themselves.
+			if c.prof.handling == "ignore" && c.anyWasCut() {
 				if splitSince.IsZero() {
 					splitSince = time.Now()
 				}
-				if time.Since(splitSince) > 2*time.Second {
+				if time.Since(splitSince) > 3*time.Second {
 					return c.restartMinority(ctx)
 				}
 			}
-			return fmt.Errorf("partitions recorded on %v", split)
+			return errors.New(strings.Join(problems, "; "))
 		}
 		if c.declared {
 			q, err := c.queueInfo(ctx)
@@ -630,6 +632,17 @@ func (c *rabbitCluster) Settle(ctx context.Context) error {
 		c.mu.Unlock()
 		return nil
 	})
+}
+
+func (c *rabbitCluster) anyWasCut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.wasCut {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *rabbitCluster) isDown(n *rabbitNode) bool {
@@ -659,6 +672,9 @@ func (c *rabbitCluster) restartMinority(ctx context.Context) error {
 		}
 		n.wasCut = false
 		c.env.logf("  restarted %s: the cluster stayed split after the heal (cluster_partition_handling=ignore)", n.name)
+		if c.env.OnFault != nil {
+			c.env.OnFault("restarted_after_split", "node:"+n.name)
+		}
 	}
 	return errors.New("the cluster stayed split: the minority side was restarted")
 }
