@@ -2,7 +2,10 @@ package contracts
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/durachk/durachk/history"
 )
 
 // notOnMem reports whether c needs a replicated topology, which the embedded
@@ -20,4 +23,85 @@ func notOnMem(t *testing.T, c *Contract) bool {
 		t.Errorf("%s on the embedded target: %s (%s), want skipped with the reason", c.ID, r.Verdict, r.Reason)
 	}
 	return true
+}
+
+// op builds one history record at t ms.
+func op(t int64, proc string, typ history.Type, f history.F, job string, token uint64, attempt int) history.Op {
+	return history.Op{T: t * 1e6, Process: proc, Type: typ, F: f, Job: job, Token: token, Attempt: attempt}
+}
+
+func TestCheckTokenReissue(t *testing.T) {
+	enq := []history.Op{
+		{T: 1, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"max":3}`},
+		{T: 2, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "j"},
+	}
+	tests := []struct {
+		name string
+		ops  []history.Op
+		want int
+	}{
+		{"the same token to a second holder after the store accepted it", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.OK, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 1},
+		{"a lower token to a second holder", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 2, 2), op(11, "w1", history.OK, history.Fence, "j", 2, 2),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 1},
+		{"a growing token: clean", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.OK, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 2, 2),
+		}, 0},
+		{"the store never accepted the first token: clean", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.Fail, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := append(append([]history.Op(nil), enq...), tt.ops...)
+			vs := checkTokenReissue(ops, Final{})
+			if len(vs) != tt.want {
+				t.Fatalf("%d violations %v, want %d", len(vs), vs, tt.want)
+			}
+			for _, v := range vs {
+				if v.Property != PropTokenReissued || len(v.Witness) != 3 {
+					t.Errorf("violation %+v: want %s with the first lease, its fence and the reissue", v, PropTokenReissued)
+				}
+			}
+		})
+	}
+}
+
+func TestClusterFacts(t *testing.T) {
+	ops := []history.Op{
+		{T: 0, Process: "controller", Type: history.Info, F: history.Node, Value: "started in 250ms: redis primary + 2 replicas"},
+		{T: 1e6, Process: "controller", Type: history.Info, F: history.Node, Value: "primary", Target: "n1"},
+		{T: 2e6, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "a", Value: `{"max":3}`},
+		{T: 3e6, Process: "producer", Type: history.Info, F: history.Enqueue, Job: "a", Err: "ambiguous"},
+		{T: 4e6, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "b", Value: `{"max":3}`},
+		{T: 5e6, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "b"},
+		op(6, "w1", history.OK, history.Lease, "b", 2, 2),
+		{T: 7e6, Process: "controller", Type: history.Info, F: history.Fault, Value: "failover", Target: "n2"},
+		{T: 7e6, Process: "controller", Type: history.Info, F: history.Node, Value: "primary", Target: "n2"},
+		op(8, "w2", history.OK, history.Lease, "a", 1, 1),
+		op(9, "w2", history.OK, history.Lease, "b", 1, 1),
+		{T: 10e6, Process: "controller", Type: history.Info, F: history.Node, Value: "settled in 1s", Target: "n2"},
+	}
+	f := clusterFacts(ops)
+	if f == nil {
+		t.Fatal("no cluster facts from a history with node records")
+	}
+	if f.Failovers != 1 || len(f.Primaries) != 2 || f.Settled != "settled in 1s" {
+		t.Errorf("facts %+v", f)
+	}
+	if f.Recovered != 1 || f.RecoveredJobs[0] != "a" {
+		t.Errorf("recovered %d %v, want job a (ambiguous enqueue, delivered)", f.Recovered, f.RecoveredJobs)
+	}
+	if len(f.Regressions) != 1 || !strings.Contains(f.Regressions[0], "b: delivery count 2 → 1") {
+		t.Errorf("regressions %v, want job b's 2 → 1", f.Regressions)
+	}
+	if clusterFacts(ops[2:6]) != nil {
+		t.Error("facts from a history without node records")
+	}
 }

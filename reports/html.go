@@ -202,12 +202,10 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{if .Planned}}<p class="meta"><b>Faults planned:</b> {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
 {{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
-{{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}
-{{if .Cluster}}<p class="meta"><b>Cluster:</b> {{.Cluster}}</p>{{end}}
+{{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}{{if .Cluster}}<p class="meta"><b>Cluster:</b> {{.Cluster}}</p>{{end}}
 {{range .Violations}}<p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>{{if .Lines}}<pre>{{range .Lines}}{{.}}
 {{end}}</pre>{{end}}{{end}}
-{{if .Nodes}}{{.Nodes}}{{end}}
-{{if .Timeline}}{{.Timeline}}{{end}}
+{{if .Nodes}}{{.Nodes}}{{end}}{{if .Timeline}}{{.Timeline}}{{end}}
 {{if .Hists}}<div class="hists">{{range .Hists}}{{.}}{{end}}</div>{{end}}
 {{if .Depth}}{{.Depth}}{{end}}
 {{if .Stats}}<table style="margin-top:8px"><tr><th>distribution</th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>

@@ -2,14 +2,62 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/targets"
 )
+
+// recordTo, if set, is where evaluateCluster writes each run's history and
+// final state as a fixture of contracts' recorded-history tests:
+//
+//	go test ./internal/runner -run TestRedisFailover -record ../../contracts/testdata
+var recordTo = flag.String("record", "", "write the cluster runs' histories as fixtures into this directory")
+
+// recording keeps the last execution of the target it wraps.
+type recording struct {
+	*Target
+	run contracts.Run
+	ex  contracts.Execution
+}
+
+func (r *recording) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
+	ex, err := r.Target.Execute(ctx, run)
+	r.run, r.ex = run, ex
+	return ex, err
+}
+
+func record(t *testing.T, name string, rec *recording, seed uint64) {
+	t.Helper()
+	if *recordTo == "" {
+		return
+	}
+	base := filepath.Join(*recordTo, name)
+	if err := history.WriteFile(base+".jsonl", rec.ex.Ops); err != nil {
+		t.Fatal(err)
+	}
+	sab := ""
+	if rec.run.Sabotage != nil {
+		sab = rec.run.Sabotage.Name
+	}
+	b, err := json.MarshalIndent(map[string]any{"contract": rec.run.Contract, "sabotage": sab, "seed": seed,
+		"final": rec.ex.Final, "check": rec.ex.Check, "measured_on": rec.MeasuredOn()}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".final.json", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s", base)
+}
 
 type testLog struct{ t *testing.T }
 
@@ -57,21 +105,29 @@ func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab strin
 		t.Fatal(err)
 	}
 	var r contracts.Result
+	rec := &recording{Target: tg}
 	if sab == "" {
-		r, err = contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: seed})
+		r, err = contracts.Evaluate(context.Background(), rec, c, contracts.Options{Seed: seed})
 	} else {
 		for _, s := range c.Sabotages {
 			if s.Name == sab {
-				r, err = contracts.EvaluateSabotage(context.Background(), tg, c, s, contracts.Options{Seed: seed})
+				r, err = contracts.EvaluateSabotage(context.Background(), rec, c, s, contracts.Options{Seed: seed})
 			}
 		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := strings.NewReplacer(".", "-", " ", "-").Replace(tg.Name() + "-" + id)
+	if sab != "" {
+		name += "-" + sab
+	}
+	record(t, fmt.Sprintf("%s-seed%d", name, seed), rec, seed)
 	t.Logf("%s seed %d on %s: %s (%s) in %v; cluster %+v", id, seed, tg.MeasuredOn(), r.Verdict, r.Reason, r.Wall.Round(time.Millisecond), r.Cluster)
-	if r.Wall > 30*time.Second {
-		t.Errorf("%s took %v, want ≤ 30 s", id, r.Wall)
+	// 30 s with the cluster's start on an idle machine; the bound leaves room
+	// for a loaded one (the start is logged above, the run's phases in the log).
+	if r.Wall > 90*time.Second {
+		t.Errorf("%s took %v", id, r.Wall)
 	}
 	if left := leftovers(t, runID, dir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
@@ -110,5 +166,71 @@ func TestRedisFailoverWithWaitPasses(t *testing.T) {
 				t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
 			}
 		}
+	}
+}
+
+// The negative control on the same target: without the WAIT the failover
+// loses what the primary acknowledged.
+func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "unreplicated")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("unreplicated sabotage: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// A deposed Redis primary keeps acknowledging the client that still reaches
+// it; Sentinel turns it into a replica once the partition heals and its
+// writes are gone.
+func TestRedisPartitionMinorityLosesWrites(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	r := evaluateCluster(t, tg, "partition.minority", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("partition.minority on async redis: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// Redis replicates a consumer group's deliveries asynchronously too: after a
+// failover the new primary hands out a token the store has already accepted.
+func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	r := evaluateCluster(t, tg, "fencing.failover", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropTokenReissued) {
+		t.Fatalf("fencing.failover on async redis: %s (%s), want a witnessed violation token_reissued", r.Verdict, r.Reason)
+	}
+}
+
+// A Postgres standby promoted while streaming lags has not got the last
+// commits the primary acknowledged.
+func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&name=pg-async")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("durability.failover on an async standby: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// With a synchronous standby every acknowledged commit is on the standby: the
+// failover loses nothing, and a deposed primary acknowledges nothing.
+func TestPostgresSyncStandbyPasses(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&private-cluster.synchronous_standby_names=*&name=pg-sync")
+	for _, id := range []string{"durability.failover", "partition.minority"} {
+		r := evaluateCluster(t, tg, id, 1, "")
+		if r.Verdict != contracts.Pass {
+			t.Errorf("%s on a synchronous standby: %s (%s), want pass", id, r.Verdict, r.Reason)
+		}
+	}
+}
+
+// A quorum queue survives the kill of its leader's node: Raft elects another
+// and no confirmed message is lost.
+func TestRabbitQuorumLeaderKillPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a RabbitMQ cluster takes tens of seconds")
+	}
+	tg := clusterTarget(t, "DURACHK_AMQP_URL", "queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&name=rabbitmq-quorum")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "")
+	if r.Verdict != contracts.Pass {
+		t.Fatalf("durability.failover on a quorum queue: %s (%s), want pass", r.Verdict, r.Reason)
 	}
 }
