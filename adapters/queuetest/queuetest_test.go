@@ -67,7 +67,7 @@ func TestCheck(t *testing.T) {
 			wantErrs: []string{`dead letter moves the job/queue: step 6 inspect : got "queued=[b] inflight=[] dead=[a] moved=[a:dead_lettered] ok", want "queued=[b] inflight=[] dead=[a] ok"`,
 				`the broker's dead letter is listed as moved, the pipeline's is not/queue: step 9 inspect : got "queued=[] inflight=[] dead=[a b] moved=[a:dead_lettered b:dead_lettered] ok"`}},
 		{name: "a broker that hides its own dead letters is caught", open: func(o Options) (adapters.Queue, error) { return hidesMoves{reference(o)}, nil },
-			f: Features{Patience: 50 * time.Millisecond},
+			f:        Features{Patience: 50 * time.Millisecond},
 			wantErrs: []string{`delivery limit dead-letters on lease/queue: step 7 inspect : got "queued=[] inflight=[b] dead=[a] ok", want "queued=[] inflight=[b] dead=[a] moved=[a:dead_lettered] ok"`}},
 		{name: "a deviation not declared is a difference", open: func(o Options) (adapters.Queue, error) { return reference(o), nil },
 			f: Features{NackIsNewMessage: true}, wantErrs: []string{`nack at once/queue: step 4 nack : got "stale", want "lost"`}},
