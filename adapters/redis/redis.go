@@ -108,13 +108,13 @@ func Prefix(runID string) string { return "durachk:" + runID + ":" }
 type Queue struct {
 	rdb                        *goredis.Client
 	stream, delayed, dead, ids string
-	consumer              string
-	opts                  Options
-	caps                  adapters.Capabilities
-	version               string
-	lastLease             atomic.Int64 // ms of the last lease asked for, for Inspect
-	lastSweep             atomic.Int64 // unix ns of the last lease script
-	closed                atomic.Bool
+	consumer                   string
+	opts                       Options
+	caps                       adapters.Capabilities
+	version                    string
+	lastLease                  atomic.Int64 // ms of the last lease asked for, for Inspect
+	lastSweep                  atomic.Int64 // unix ns of the last lease script
+	closed                     atomic.Bool
 }
 
 var (
