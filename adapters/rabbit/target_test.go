@@ -37,6 +37,8 @@ func TestParseTarget(t *testing.T) {
 			wantOpt: map[string]string{"queue-arguments.x-queue-type": "classic"}},
 		{name: "quorum profile", query: "name=q&queue-arguments.x-queue-type=quorum&queue-arguments.x-delivery-limit=5&queue-arguments.x-dead-letter-exchange=dlx&prefetch=0&heartbeat=2",
 			wantName: "q", wantOpt: map[string]string{"queue-arguments.x-delivery-limit": "5", "heartbeat": "2", "prefetch": "0"}},
+		{name: "the arguments with which the broker moves jobs on its own", query: "queue-arguments.x-message-ttl=60000&queue-arguments.x-max-length=1000&queue-arguments.x-overflow=drop-head&queue-arguments.x-delivery-limit=5&queue-arguments.x-dead-letter-exchange=dlx",
+			wantName: "rabbitmq", wantOpt: map[string]string{"queue-arguments.x-message-ttl": "60000", "queue-arguments.x-max-length": "1000", "queue-arguments.x-overflow": "drop-head", "queue-arguments.x-delivery-limit": "5"}},
 		{name: "driver parameters pass through", query: "connection_timeout=1000", wantName: "rabbitmq"},
 		{name: "unknown knob", query: "prefech=1", wantErr: `unknown setting "prefech"`},
 		{name: "argument without x-", query: "queue-arguments.delivery-limit=5", wantErr: "start with x-"},

@@ -437,6 +437,9 @@ func capabilities(opts Options, kind EndpointKind, version string) adapters.Capa
 	} else {
 		notes = append(notes, "no RedrivePolicy: SQS redelivers a poison message forever; only the pipeline's own bound (ApproximateReceiveCount > maxAttempts) stops it; its dead letters are SendMessage to the run's DLQ + DeleteMessage (emulated)")
 	}
+	if v := opts.Attributes["MessageRetentionPeriod"]; v != "" {
+		notes = append(notes, "MessageRetentionPeriod="+v+" s: SQS deletes a message older than that without a record (no DLQ, no count): such a job is gone without the broker's reason")
+	}
 	if opts.FIFO {
 		notes = append(notes, "FIFO queue: MessageGroupId = Job.Group (a job without a group gets its own), deduplication by "+
 			map[bool]string{true: "content (ContentBasedDeduplication)", false: "MessageDeduplicationId = SHA-256 of the body"}[opts.ContentBasedDedup])

@@ -150,6 +150,8 @@ func TestCapabilities(t *testing.T) {
 	}{
 		{"no redrive", Options{}, AWS, adapters.Emulated, false, "no RedrivePolicy"},
 		{"redrive", Options{MaxReceiveCount: 3}, AWS, adapters.Native, false, "maxReceiveCount=3"},
+		{"redrive is reported as the broker's", Options{MaxReceiveCount: 3}, AWS, adapters.Native, false, "without durachk-reason was moved by SQS's redrive"},
+		{"retention leaves no record", Options{Attributes: map[string]string{"MessageRetentionPeriod": "60"}}, AWS, adapters.Emulated, false, "deletes a message older than that without a record"},
 		{"fifo", Options{FIFO: true}, AWS, adapters.Emulated, true, "MessageGroupId"},
 		{"break order claims fifo", Options{BreakOrder: true}, AWS, adapters.Emulated, true, "negative control"},
 		{"fauxqs differences", Options{}, Fauxqs, adapters.Emulated, false, "garbage receipt handle"},
