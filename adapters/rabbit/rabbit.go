@@ -325,6 +325,12 @@ func (q *Queue) dial(gen uint64) (*conn, error) {
 // declare creates the run's exchange and queues if they do not exist.
 func (q *Queue) declare(ch *amqp.Channel) error {
 	durable := !q.opts.Volatile
+	// The work queue first: the broker refuses bad or mismatched arguments
+	// (PRECONDITION_FAILED) there, and a refused Open then leaves nothing
+	// behind. A dead-letter exchange named before it exists is fine.
+	if _, err := ch.QueueDeclare(q.names.main, durable, false, false, false, q.args); err != nil {
+		return err
+	}
 	if q.dlx != "" {
 		if err := ch.ExchangeDeclare(q.dlx, "fanout", durable, false, false, false, nil); err != nil {
 			return err
@@ -340,9 +346,6 @@ func (q *Queue) declare(ch *amqp.Channel) error {
 	}
 	delayArgs := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q.names.main}
 	if _, err := ch.QueueDeclare(q.names.delay, durable, false, false, false, delayArgs); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(q.names.main, durable, false, false, false, q.args); err != nil {
 		return err
 	}
 	for _, n := range []string{q.names.held, q.names.live} {

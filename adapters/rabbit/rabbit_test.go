@@ -602,3 +602,41 @@ func deadLetter(t *testing.T, q *Queue, id string) {
 		t.Fatal(err)
 	}
 }
+
+// An Open the broker refuses (a queue argument it does not accept) leaves no
+// queue of the run behind.
+func TestRefusedArgumentsLeaveNothing(t *testing.T) {
+	url := testURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runID := randomRunID()
+	_, err := Open(ctx, url, runID, Options{Args: map[string]any{"x-queue-type": "quorum", "x-overflow": "bogus", "x-dead-letter-exchange": "dlx"}})
+	if err == nil || !strings.Contains(err.Error(), "x-overflow") {
+		t.Fatalf("open with x-overflow=bogus: %v, want the broker's refusal", err)
+	}
+	c, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := QueueName(runID)
+	for _, n := range []string{base, base + ".delay", base + ".dlq", base + ".held", base + ".live"} {
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDeclarePassive(n, false, false, false, false, nil); err == nil {
+			t.Errorf("queue %s is left after a refused Open", n)
+			_, _ = ch.QueueDelete(n, false, false, false)
+			ch.Close()
+		}
+	}
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclarePassive(base+".dlx", "fanout", true, false, false, false, nil); err == nil {
+		t.Errorf("exchange %s.dlx is left after a refused Open", base)
+		_ = ch.ExchangeDelete(base+".dlx", false, false)
+	}
+}
