@@ -200,7 +200,8 @@ func regressions(ops []history.Op) []string {
 }
 
 // clusterLimit bounds a cluster contract's run (60 s on real targets): its
-// last fault ends by 13 s, and a cluster may take 20 s more to settle.
+// last fault ends by 13 s, and a cluster may take 40 s more to settle (a
+// RabbitMQ autoheal under load).
 const clusterLimit = 10 * time.Minute
 
 // needsNodes is the Needs of the cluster contracts.

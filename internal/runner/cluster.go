@@ -19,7 +19,7 @@ import (
 
 // settleTimeout bounds the wait for a replicated target to settle after its
 // last fault: a primary known, every node back and following it.
-const settleTimeout = 20 * time.Second
+const settleTimeout = 40 * time.Second
 
 // clusterRun is the replicated topology of one run and the controller of its
 // node faults: it applies them at their times, heals everything after the

@@ -236,7 +236,7 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 	}
 	if err := startAll(c.nodes, func(n *rabbitNode) error {
 		if err := n.proc.Start(ctx); err != nil {
-			return fmt.Errorf("private rabbitmq %s: %w (logs in %s)", n.name, err, filepath.Join(n.dir, "log"))
+			return fmt.Errorf("private rabbitmq %s: %w: %s", n.name, err, n.logTail())
 		}
 		return nil
 	}); err != nil {
@@ -524,7 +524,7 @@ func (c *rabbitCluster) Restart(ctx context.Context, name string) error {
 		return err
 	}
 	if err := n.proc.Start(ctx); err != nil {
-		return fmt.Errorf("restart of %s: %w (logs in %s)", name, err, filepath.Join(n.dir, "log"))
+		return fmt.Errorf("restart of %s: %w: %s", name, err, n.logTail())
 	}
 	c.mu.Lock()
 	n.down = false
@@ -726,4 +726,19 @@ func nodeList(raw string) []string {
 		return nil
 	}
 	return u.Query()["addr"]
+}
+
+// logTail is the end of a node's log, for an error that must say why the node
+// did not start: the run directory is gone once the run ends.
+func (n *rabbitNode) logTail() string {
+	b, err := os.ReadFile(filepath.Join(n.dir, "log", n.erlName+".log"))
+	if err != nil {
+		return "no log: " + err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var keep []string
+	for _, l := range lines[max(0, len(lines)-8):] {
+		keep = append(keep, strings.TrimSpace(l))
+	}
+	return "its log ends: " + strings.Join(keep, " | ")
 }
