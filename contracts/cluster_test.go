@@ -2,6 +2,9 @@ package contracts
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +106,73 @@ func TestClusterFacts(t *testing.T) {
 	}
 	if clusterFacts(ops[2:6]) != nil {
 		t.Error("facts from a history without node records")
+	}
+}
+
+// clusterFixtures are runs recorded on real private clusters (go test
+// ./internal/runner -run 'Failover|Partition|Sync|Quorum' -record
+// ../../contracts/testdata): the negative controls of the cluster contracts,
+// which the embedded target cannot run. want empty: the run passed.
+var clusterFixtures = []struct {
+	name string
+	want []Property
+}{
+	{"redis-async-durability-failover-seed1", []Property{PropLost}},
+	{"redis-wait1-durability-failover-seed1", nil},
+	{"redis-wait1-durability-failover-unreplicated-seed1", []Property{PropLost}},
+	{"redis-async-partition-minority-seed1", []Property{PropLost}},
+	{"redis-async-fencing-failover-seed1", []Property{PropTokenReissued}},
+	{"pg-async-durability-failover-seed1", []Property{PropLost}},
+	{"pg-sync-durability-failover-seed1", nil},
+	{"pg-sync-partition-minority-seed1", nil},
+	{"rabbitmq-quorum-durability-failover-seed1", nil},
+}
+
+func TestClusterFixtures(t *testing.T) {
+	for _, fx := range clusterFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			opsPath, finalPath := fixturePaths(fx.name)
+			ops, err := history.ReadFile(opsPath)
+			if err != nil {
+				t.Fatalf("%v (record it with go test ./internal/runner -record)", err)
+			}
+			b, err := os.ReadFile(finalPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec recorded
+			if err := json.Unmarshal(b, &rec); err != nil {
+				t.Fatalf("%s: %v", finalPath, err)
+			}
+			c, err := Lookup(rec.Contract)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res Result
+			judge(&res, Execution{Ops: ops, Final: rec.Final, Check: rec.Check}, c.Exercised, c.Properties)
+			if res.Cluster == nil || res.Cluster.Failovers == 0 {
+				t.Errorf("no failover in the recorded run: %+v", res.Cluster)
+			}
+			got := properties(res.Violations)
+			if len(fx.want) == 0 {
+				if res.Verdict != Pass {
+					t.Fatalf("the recorded clean run of %s is now %s: %s", rec.Contract, res.Verdict, res.Reason)
+				}
+				return
+			}
+			if res.Verdict != Violated {
+				t.Fatalf("the recorded run of %s is now %s (%s), want a violation", rec.Contract, res.Verdict, res.Reason)
+			}
+			for _, p := range fx.want {
+				if !slices.Contains(got, p) {
+					t.Errorf("the checker no longer finds %s in the recorded %s run (found %v)", p, rec.Contract, got)
+				}
+			}
+			for _, v := range res.Violations {
+				if len(v.Witness) == 0 && v.Job != "" {
+					t.Errorf("%s violation without a witness: %s", v.Property, v.Message)
+				}
+			}
+		})
 	}
 }
