@@ -226,3 +226,49 @@ func failedOver(fault string) func(Stats) string {
 		return firstOf(atLeast(strings.ReplaceAll(fault, "_", " ")+"s", s.Faults[fault], 1), atLeast("failovers to a new primary", s.Faults["failover"], 1))
 	}
 }
+
+// withClusterContext adds to each witness of a lost job on a replicated target
+// what proves and explains it: the broker's acknowledgement of the enqueue,
+// who was primary then, and the node faults and failovers that followed.
+func withClusterContext(ops []history.Op, vs []Violation) {
+	acked := map[string]int{}
+	for i, op := range ops {
+		if op.F == history.Enqueue && op.Type == history.OK {
+			if _, ok := acked[op.Job]; !ok {
+				acked[op.Job] = i
+			}
+		}
+	}
+	for k := range vs {
+		v := &vs[k]
+		at, ok := acked[v.Job]
+		if v.Property != PropLost || !ok {
+			continue
+		}
+		extra := []history.Op{ops[at]}
+		for i := at - 1; i >= 0; i-- {
+			if ops[i].F == history.Node && ops[i].Value == "primary" {
+				extra = append(extra, ops[i])
+				break
+			}
+		}
+		// A partition in force when the enqueue was acknowledged.
+		for i := at - 1; i >= 0; i-- {
+			if ops[i].F == history.Fault && ops[i].Value == "node_heal" {
+				break
+			}
+			if ops[i].F == history.Fault && ops[i].Value == "node_partition" {
+				extra = append(extra, ops[i])
+				break
+			}
+		}
+		for i := at + 1; i < len(ops) && len(extra) < 6; i++ {
+			op := ops[i]
+			if op.F == history.Fault && (op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "broker_crash") {
+				extra = append(extra, op)
+			}
+		}
+		v.Witness = append(v.Witness, extra...)
+		sort.SliceStable(v.Witness, func(i, j int) bool { return v.Witness[i].T < v.Witness[j].T })
+	}
+}

@@ -172,7 +172,24 @@ func TestClusterFixtures(t *testing.T) {
 				if len(v.Witness) == 0 && v.Job != "" {
 					t.Errorf("%s violation without a witness: %s", v.Property, v.Message)
 				}
+				if v.Property == PropLost && v.Job != "" && !witnessHas(v, history.Enqueue, "") {
+					t.Errorf("lost %s: the witness lacks the acknowledged enqueue: %v", v.Job, v.Witness)
+				}
+				if v.Property == PropLost && v.Job != "" && !witnessHas(v, history.Fault, "node_") {
+					t.Errorf("lost %s: the witness lacks the node fault: %v", v.Job, v.Witness)
+				}
 			}
 		})
 	}
+}
+
+// witnessHas: v's witness holds an ok record of f (a fault whose value starts
+// with prefix, for faults).
+func witnessHas(v Violation, f history.F, prefix string) bool {
+	for _, op := range v.Witness {
+		if op.F == f && (f == history.Fault && strings.HasPrefix(op.Value, prefix) || f != history.Fault && op.Type == history.OK) {
+			return true
+		}
+	}
+	return false
 }

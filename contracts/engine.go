@@ -76,6 +76,9 @@ func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func(
 		}
 	}
 	res.Cluster = clusterFacts(ex.Ops)
+	if res.Cluster != nil {
+		withClusterContext(ex.Ops, vs)
+	}
 	res.Violations, res.Stats, res.HistoryLen = vs, st, len(ex.Ops)
 	res.Metrics = Measure(ex.Ops)
 	switch {
