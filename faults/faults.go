@@ -259,10 +259,10 @@ func (l *Link) active(now time.Time, k Kind) *Window {
 
 // Down reports whether the link is partitioned at now: new connections are
 // refused and calls fail before they are applied.
-func (l *Link) Down(now time.Time) bool { return l.IsCut() || l.active(now, LinkDown) != nil }
+func (l *Link) Down(now time.Time) bool { return l.active(now, LinkDown) != nil }
 
 // Blackhole reports whether the link accepts and never answers at now.
-func (l *Link) Blackhole(now time.Time) bool { return l.active(now, Blackhole) != nil }
+func (l *Link) Blackhole(now time.Time) bool { return l.IsCut() || l.active(now, Blackhole) != nil }
 
 func (l *Link) chance(now time.Time, k Kind) bool {
 	w := l.active(now, k)

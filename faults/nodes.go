@@ -117,11 +117,17 @@ func SelectNodes(sel string, nodes []string, primary string, r *rand.Rand) ([]st
 }
 
 // NodeLink is the link of one node: while it is cut, every proxy that names it
-// in Also refuses and cuts connections (a partition of the node). Safe for
+// in Also drops what goes through it (a partition of the node). Safe for
 // concurrent use.
 func NodeLink(node string) *Link { return &Link{Name: "node:" + node} }
 
 // Cut partitions (true) or heals (false) the link, whatever its windows say.
+// A partition is silent, as on a real network: nothing is closed or refused;
+// live connections stall and new ones are accepted and never answered (a
+// blackhole), so each end finds out by its own timeouts — a Redis primary
+// keeps counting a replica it cannot reach until min-replicas-max-lag
+// passes. What was held is delivered once the link heals, as TCP
+// retransmission would.
 func (l *Link) Cut(on bool) { l.cut.Store(on) }
 
 // IsCut reports whether Cut holds the link down.
