@@ -33,7 +33,7 @@ type JobMeta struct {
 // MetaOf describes job for the history.
 func MetaOf(job adapters.Job) JobMeta {
 	m := JobMeta{Tenant: job.Tenant, Doc: job.DocumentID, Version: job.Version, MaxAttempts: job.MaxAttempts,
-		Group: job.Group, Hash: Hash(job.Payload)}
+		Group: job.Group, Hash: Hash(job.Payload), AgeBudget: int64(AgeBudgetOf(job))}
 	if !job.Deadline.IsZero() {
 		m.Deadline = job.Deadline.UnixNano()
 	}
