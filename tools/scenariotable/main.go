@@ -57,10 +57,10 @@ type result struct {
 
 // Row is one scenario run.
 type Row struct {
-	Seed                                        uint64
-	Target, Scenario, Verdict                   string
+	Seed                                          uint64
+	Target, Scenario, Verdict                     string
 	Accepted, Lost, Twice, Dropped, Design, Other int
-	OtherReasons                                map[string]int
+	OtherReasons                                  map[string]int
 }
 
 func run(args []string, out io.Writer) error {
