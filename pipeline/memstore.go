@@ -27,6 +27,7 @@ type MemStore struct {
 	events    []*Event
 	eventIdx  map[string]*Event
 	applied   map[string]int
+	firstBy   map[string]string // event id → the application that applied it first
 	dead      map[string]*DeadLetterRecord
 	deadOrder []string
 	cancelled map[string]bool
@@ -49,7 +50,7 @@ var (
 // NewMemStore returns an empty store.
 func NewMemStore(opts MemStoreOptions) *MemStore {
 	return &MemStore{opts: opts, fences: map[string]uint64{}, results: map[string]*Result{},
-		eventIdx: map[string]*Event{}, applied: map[string]int{}, dead: map[string]*DeadLetterRecord{},
+		eventIdx: map[string]*Event{}, applied: map[string]int{}, firstBy: map[string]string{}, dead: map[string]*DeadLetterRecord{},
 		cancelled: map[string]bool{}, audits: map[string]Audit{}, committed: map[string]bool{},
 		ledger: map[string]map[string]*ledgerEntry{}}
 }
@@ -315,11 +316,14 @@ func (s *MemStore) PurgePublished(ctx context.Context, cutoff time.Time) (int, e
 	return n, nil
 }
 
-func (s *MemStore) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
+func (s *MemStore) ApplyEvent(ctx context.Context, eventID, by string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.applied[eventID]++
-	return s.applied[eventID] == 1, nil
+	if s.applied[eventID] == 1 {
+		s.firstBy[eventID] = by
+	}
+	return s.firstBy[eventID] == by, nil
 }
 
 // PendingCount is the number of unpublished events.

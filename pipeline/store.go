@@ -194,9 +194,11 @@ type Store interface {
 	DeadLetterEvent(ctx context.Context, id, reason string) error
 	// PurgePublished removes events published before cutoff; it returns how many.
 	PurgePublished(ctx context.Context, cutoff time.Time) (int, error)
-	// ApplyEvent records the consumer's application of an event id and reports
-	// whether this was the first time.
-	ApplyEvent(ctx context.Context, eventID string) (first bool, err error)
+	// ApplyEvent records the consumer's application of an event id, named by,
+	// and reports whether the first application of the event was by: a call
+	// repeated with the same by after an unknown outcome gets the answer the
+	// first call would have had.
+	ApplyEvent(ctx context.Context, eventID, by string) (first bool, err error)
 	// Snapshot reads the whole state.
 	Snapshot(ctx context.Context) (State, error)
 	Close() error

@@ -94,8 +94,9 @@ CREATE TABLE IF NOT EXISTS {s}.events (
 );
 CREATE INDEX IF NOT EXISTS events_pending ON {s}.events (seq) WHERE NOT published AND dead_reason IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.applied (
-	id    text PRIMARY KEY,
-	count integer NOT NULL
+	id       text PRIMARY KEY,
+	count    integer NOT NULL,
+	first_by text NOT NULL -- the application that applied it first
 );
 CREATE TABLE IF NOT EXISTS {s}.dead_letters (
 	job_id      text PRIMARY KEY,
@@ -164,8 +165,8 @@ func newQueries(schema string) queries {
 		markPublished: s(`UPDATE {s}.events SET published = true, published_at = $2
 			WHERE id = ANY($1) AND NOT published`),
 		purge: s(`DELETE FROM {s}.events WHERE published AND published_at < $1`),
-		apply: s(`INSERT INTO {s}.applied AS a (id, count) VALUES ($1, 1)
-			ON CONFLICT (id) DO UPDATE SET count = a.count + 1 RETURNING count`),
+		apply: s(`INSERT INTO {s}.applied AS a (id, count, first_by) VALUES ($1, 1, $2)
+			ON CONFLICT (id) DO UPDATE SET count = a.count + 1 RETURNING first_by`),
 		snapResults:   s(`SELECT key, job_id, tenant, hash, token, event_id FROM {s}.results ORDER BY seq`),
 		snapEvents:    s(`SELECT id, key, job_id, created_at, published, published_at, body, dead_reason FROM {s}.events ORDER BY seq`),
 		snapApplied:   s(`SELECT id, count FROM {s}.applied`),
@@ -557,14 +558,15 @@ func (s *Store) PurgePublished(ctx context.Context, cutoff time.Time) (int, erro
 	return int(n), s.wrap(err)
 }
 
-// ApplyEvent counts the consumer's application of eventID and reports whether it
-// was the first. Not idempotent by nature: an ErrAmbiguous may have counted.
-func (s *Store) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
-	var n int
+// ApplyEvent counts the consumer's application of eventID and reports whether
+// the first application was by by. The count is not idempotent (an ErrAmbiguous
+// may have counted); the answer is, per by.
+func (s *Store) ApplyEvent(ctx context.Context, eventID, by string) (bool, error) {
+	var first string
 	err := s.db.WithConn(ctx, "apply "+eventID, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, s.q.apply, eventID).Scan(&n)
+		return c.QueryRow(ctx, s.q.apply, eventID, by).Scan(&first)
 	})
-	return err == nil && n == 1, s.wrap(err)
+	return err == nil && first == by, s.wrap(err)
 }
 
 // Snapshot reads the whole state from one consistent snapshot: results in commit
