@@ -57,6 +57,9 @@ type held struct {
 	// committed: the job's result is committed (by this delivery or before), so
 	// no other terminal outcome is possible.
 	committed bool
+	// spent: the job's own failure ended this delivery, recorded or not; it is
+	// never given back as the infrastructure's.
+	spent bool
 }
 
 // call runs f with the call timeout.
@@ -392,7 +395,7 @@ func (w *Worker) overAge(ctx context.Context, h *held, last error) {
 // the next delivery counts it as one the worker died in), and the job stays in
 // the broker, delivered again after its lease.
 func (w *Worker) giveBack(ctx context.Context, h *held) {
-	if ctx.Err() != nil || h.committed || h.key == "" {
+	if ctx.Err() != nil || h.committed || h.spent || h.key == "" {
 		return
 	}
 	_, _ = w.settle(ctx, h, false)
@@ -554,6 +557,7 @@ func (w *Worker) failed(ctx context.Context, h *held, cause error) {
 	default:
 		// Spent before the job goes back: a worker that dies in between leaves
 		// a delivery that never ended, which the next delivery counts too.
+		h.spent = true
 		err := w.try(ctx, h, func(ctx context.Context) error { _, err := w.settle(ctx, h, true); return err })
 		if err != nil {
 			w.stopped(ctx, h, err)

@@ -409,3 +409,18 @@ func TestAgeBudgetOf(t *testing.T) {
 		t.Errorf("MetaOf carries age budget %d, want %d", m.AgeBudget, time.Minute)
 	}
 }
+
+// A job's own failure whose spend the store never confirms is not given back
+// as the infrastructure's past the age budget: the delivery stays unended, and
+// the next one counts it.
+func TestWorkerSpendNeverReleased(t *testing.T) {
+	r := newRig(nil, script{"end": "A*"}, false)
+	r.enqueue(t, Payload{Doc: "d1", FailTransient: -1, AgeBudget: time.Minute})
+	r.run(8)
+	if got := r.count(history.Settle, history.Invoke, "released"); got != 0 {
+		t.Errorf("%d deliveries given back as released after the job's own failure", got)
+	}
+	if got := r.count(history.Extract, history.Invoke, ""); got > 3 {
+		t.Errorf("executed %d times, budget 3", got)
+	}
+}
