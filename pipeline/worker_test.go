@@ -405,8 +405,9 @@ func TestAgeBudgetOf(t *testing.T) {
 			}
 		})
 	}
-	if m := MetaOf(adapters.Job{Payload: Payload{AgeBudget: time.Minute}.Encode()}); m.AgeBudget != int64(time.Minute) {
-		t.Errorf("MetaOf carries age budget %d, want %d", m.AgeBudget, time.Minute)
+	born := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if m := MetaOf(adapters.Job{Payload: Payload{AgeBudget: time.Minute}.Encode(), CreatedAt: born}); m.AgeBudget != int64(time.Minute) || m.Created != born.UnixNano() {
+		t.Errorf("MetaOf carries age budget %d and creation %d, want %d and %d", m.AgeBudget, m.Created, time.Minute, born.UnixNano())
 	}
 }
 
