@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -200,9 +201,6 @@ func (p *PrivateProcess) Kill() error {
 		errs = append(errs, reaper.KillCgroup(p.cgroup, 10*time.Second))
 	}
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	if p.paused && p.cgroup != "" {
-		_ = reaper.Freeze(p.cgroup, false) // a frozen cgroup stays frozen for the next start
-	}
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
@@ -210,18 +208,28 @@ func (p *PrivateProcess) Kill() error {
 	}
 	p.started, p.paused = false, false
 	p.forgetGroup()
-	return errors.Join(errs...)
+	// The next start gets a fresh cgroup: Linux 6.x SIGKILLs a process cloned
+	// into a cgroup that cgroup.kill was ever written to (its kill sequence
+	// number is compared with the parent's), and a frozen one would stay frozen.
+	return errors.Join(append(errs, p.removeCgroup())...)
+}
+
+func (p *PrivateProcess) removeCgroup() error {
+	if p.cgroup == "" {
+		return nil
+	}
+	err := reaper.RemoveCgroup(p.cgroup)
+	reaper.Forget(reaper.KindCgroup, p.cgroup)
+	// The run's cgroup goes too once it is empty (used without a runner); with
+	// other nodes or the workers in it, rmdir fails and it stays.
+	_ = syscall.Rmdir(filepath.Dir(p.cgroup))
+	p.cgroup = ""
+	return err
 }
 
 // Close kills the server and removes its cgroup. Idempotent.
 func (p *PrivateProcess) Close() error {
-	err := p.Kill()
-	if p.cgroup != "" {
-		err = errors.Join(err, reaper.RemoveCgroup(p.cgroup))
-		reaper.Forget(reaper.KindCgroup, p.cgroup)
-		p.cgroup = ""
-	}
-	return err
+	return errors.Join(p.Kill(), p.removeCgroup())
 }
 
 // Pause stops every process of the server (cgroup.freeze, else SIGSTOP of its

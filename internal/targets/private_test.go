@@ -123,8 +123,10 @@ func runDir(t *testing.T) string {
 }
 
 // Each private broker is its real server binary, a direct child of durachk; it
-// listens on 127.0.0.1 only; it has a password (a URL without it is refused);
-// Stop leaves no process of it and no cgroup.
+// listens on loopback only; it has a password (a URL without it is refused);
+// Pause freezes it; Kill leaves no process of it and Restart brings it back;
+// Stop leaves no process of it and no cgroup. DURACHK_NO_CGROUP=1 runs the
+// same on process groups only.
 func TestPrivateInstances(t *testing.T) {
 	tests := []struct {
 		kind, url, exe string
@@ -193,11 +195,44 @@ func TestPrivateInstances(t *testing.T) {
 			if tt.kind == "redis" {
 				nopw.User = nil
 			}
-			if err := readyKinds[kindName(tt.kind)](ctx, Spec{Kind: kindName(tt.kind), URL: nopw.String()}); err == nil {
+			if err := readyKinds[tt.kind](ctx, Spec{Kind: tt.kind, URL: nopw.String()}); err == nil {
 				t.Errorf("private %s accepts a connection without its password", tt.kind)
 			}
-			if err := readyKinds[kindName(tt.kind)](ctx, pspec); err != nil {
+			if err := readyKinds[tt.kind](ctx, pspec); err != nil {
 				t.Errorf("private %s refuses its own URL: %v", tt.kind, err)
+			}
+			ready := func() error { return readyKinds[tt.kind](ctx, pspec) }
+			// Pause freezes the server: it answers nothing until Resume.
+			pz := inst.(Pauser)
+			if err := pz.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			if err := Ready(ctx, pspec); err == nil {
+				t.Errorf("paused private %s still answers", tt.kind)
+			}
+			if err := pz.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if err := ready(); err != nil {
+				t.Errorf("resumed private %s does not answer: %v", tt.kind, err)
+			}
+			// Kill takes every process of the server; Restart brings it back on
+			// its data, port and password.
+			pgid := server.pgid
+			if err := inst.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if left := groupPids(pgid); len(left) > 0 {
+				t.Errorf("processes of %s left after Kill: %v", tt.kind, left)
+			}
+			if err := Ready(ctx, pspec); err == nil {
+				t.Errorf("killed private %s still answers", tt.kind)
+			}
+			if err := inst.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := ready(); err != nil {
+				t.Errorf("restarted private %s does not answer: %v", tt.kind, err)
 			}
 			cg := server.cgroup
 			if err := inst.Stop(); err != nil {
@@ -222,5 +257,3 @@ func TestPrivateInstances(t *testing.T) {
 		})
 	}
 }
-
-func kindName(k string) string { return k }

@@ -77,9 +77,10 @@ type Kind struct {
 	StartPrivate func(ctx context.Context, s Spec, dir string) (Instance, Spec, error)
 	// CanStartPrivate says why StartPrivate cannot work on this machine, or nil.
 	CanStartPrivate func() error
-	// Cleanup removes every namespace with durachk's prefix that no run owns
-	// any more (durachk cleanup).
-	Cleanup func(ctx context.Context, s Spec) ([]string, error)
+	// Cleanup removes the run namespaces on the target's broker of runs that
+	// are not live (durachk cleanup; see Cleanup in cleanup.go), and says what
+	// it removed, one thing per line.
+	Cleanup func(ctx context.Context, s Spec, c Scope) ([]string, error)
 }
 
 var kinds = map[string]*Kind{}
