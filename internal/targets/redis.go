@@ -152,7 +152,11 @@ func redisOptions(s Spec) (rq.Options, error) {
 		}
 	}
 	p := privateRedisProfile(s)
-	o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
+	if s.ControlKills() {
+		o.Notes = []string{"durability.ack kills and restarts this server with its control commands (its own persistence settings apply)"}
+	} else {
+		o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
+	}
 	if s.BreakOrder {
 		o.Notes = append(o.Notes, "break-order requested, but this target claims no FIFO: nothing to break")
 	}
