@@ -43,9 +43,12 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 		fmt.Fprintf(tw, "  lease\t%s\n  lease extension\t%s\n  fencing token\t%s\n  fenced ack\t%v\n  delivery count\t%s\n  dead letter\t%s\n  delayed nack\t%s\n  FIFO\t%v\n  durable\t%v\n",
 			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable)
 		if t.parsed.Kind != "" {
-			if err := targets.CanKillBroker(t.parsed); err != nil {
+			switch err := targets.CanKillBroker(t.parsed); {
+			case err != nil:
 				fmt.Fprintf(tw, "  broker kill\tno: %v\n", err)
-			} else {
+			case t.parsed.ControlKills():
+				fmt.Fprintf(tw, "  broker kill\tyes (control commands)\n")
+			default:
 				fmt.Fprintf(tw, "  broker kill\tyes (private instance)\n")
 			}
 		} else {

@@ -305,3 +305,77 @@ func interruptRun(t *testing.T, bin, target string, sig syscall.Signal) {
 		t.Errorf("run %s left after %v: %v\ndurachk's stderr:\n%s", id, sig, left, rest.String())
 	}
 }
+
+// runOf finds the run directory of a durachk process by its worker children
+// (they run in it) and returns the run id and directory.
+func runOf(ppid int) (id, dir string) {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		stat, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		fs := strings.Fields(string(stat[i+2:]))
+		if len(fs) < 2 || fs[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		cwd, _ := os.Readlink("/proc/" + p.Name() + "/cwd")
+		if m := runDirRE.FindStringSubmatch(filepath.Base(cwd)); m != nil {
+			return m[1], cwd
+		}
+	}
+	return "", ""
+}
+
+var runDirRE = regexp.MustCompile(`^durachk-([a-z0-9]+)-[0-9]+$`)
+
+// A run on the shared RabbitMQ killed with SIGKILL leaves its queues (with
+// messages) and its store schema; cleanup of that target removes them, one
+// line each, and a second cleanup finds nothing.
+func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
+	target := os.Getenv("DURACHK_AMQP_URL")
+	if target == "" || os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skip("DURACHK_AMQP_URL or DURACHK_PG_URL is not set")
+	}
+	bin := durachkBinary(t)
+	cmd := exec.Command(bin, "run", "--contract", "lease.redelivery", "--target", target, "--out", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id, dir string
+	for wait := time.Now().Add(time.Minute); id == "" && time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+		id, dir = runOf(cmd.Process.Pid)
+	}
+	if id == "" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("no run directory within a minute")
+	}
+	time.Sleep(500 * time.Millisecond) // jobs in the queues
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	cleanup := func() string {
+		var out bytes.Buffer
+		c := exec.Command(bin, "cleanup", "--target", target, "--run", id)
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Run(); err != nil {
+			t.Fatalf("cleanup: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+	out := cleanup()
+	t.Logf("cleanup after SIGKILL of run %s:\n%s", id, out)
+	for _, want := range []string{"removed rabbitmq queue durachk." + id + " (", "removed postgres schema durachk_" + id + " (effect store)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cleanup output lacks %q", want)
+		}
+	}
+	if again := cleanup(); !strings.Contains(again, "nothing left behind") || strings.Contains(again, "removed") {
+		t.Errorf("second cleanup:\n%s", again)
+	}
+	if left := leftOf(t, id, dir, nil); len(left) > 0 {
+		t.Errorf("run %s left: %v", id, left)
+	}
+}
+
