@@ -378,4 +378,3 @@ func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 		t.Errorf("run %s left: %v", id, left)
 	}
 }
-
