@@ -181,7 +181,7 @@ func run(args []string) error {
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return reaper.Serve(os.Stdin)
+			return reaper.Watchdog()
 		},
 	}
 

@@ -120,10 +120,16 @@ func send(line string) {
 	}
 }
 
+// Watchdog is the main of `durachk watchdog`: Serve on stdin, deaf to the
+// terminal's signals.
+func Watchdog() error {
+	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	return Serve(os.Stdin)
+}
+
 // Serve is the watchdog: it reads registrations from in until EOF (its parent
 // is gone), then kills and removes everything still registered.
 func Serve(in io.Reader) error {
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	set := map[string]map[string]bool{KindCgroup: {}, KindPgid: {}, KindDir: {}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 4096), 1<<20)

@@ -105,7 +105,7 @@ var selfServes bool
 // binary for its children.
 func ServeChildIfAsked() {
 	if len(os.Args) == 2 && os.Args[1] == "watchdog" {
-		if err := reaper.Serve(os.Stdin); err != nil {
+		if err := reaper.Watchdog(); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
