@@ -96,10 +96,10 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("removed: %v", removed)
-	if !deadGone(5*time.Second) {
+	if !deadGone(5 * time.Second) {
 		t.Error("the dead run's process survived")
 	}
-	if bystanderGone(300*time.Millisecond) {
+	if bystanderGone(300 * time.Millisecond) {
 		t.Error("a non-broker process in the dead run's directory was killed")
 	}
 	_ = bystander
@@ -119,7 +119,7 @@ func TestSweep(t *testing.T) {
 			t.Errorf("%s was removed: %v", d, err)
 		}
 	}
-	if lockedGone(300*time.Millisecond) {
+	if lockedGone(300 * time.Millisecond) {
 		t.Error("the live run's process was killed")
 	}
 }
@@ -159,17 +159,17 @@ func TestWatchdog(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	if !gone(5*time.Second) {
+	if !gone(5 * time.Second) {
 		t.Error("a registered process group survived")
 	}
-	if keptGone(300*time.Millisecond) {
+	if keptGone(300 * time.Millisecond) {
 		t.Error("a forgotten process group was killed")
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Error("the registered directory is left")
 	}
 	if inCg != nil {
-		if !inCg(5*time.Second) {
+		if !inCg(5 * time.Second) {
 			t.Error("a process of the registered cgroup survived")
 		}
 		if _, err := os.Stat(cg); err == nil {
