@@ -85,6 +85,10 @@ func TestDurabilityThroughControlCommands(t *testing.T) {
 			if !tg.Capabilities().BrokerKill {
 				t.Fatal("a target with control.kill and control.start cannot kill its broker")
 			}
+			// A slower clock than the default: under load the producer must have
+			// jobs acknowledged before the kill, or the negative control has
+			// nothing to lose.
+			tg.Scale = 0.25
 			var log strings.Builder
 			tg.Log = &log
 			var runID, dir string
