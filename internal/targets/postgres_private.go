@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 )
@@ -82,9 +83,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	}
 	init := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile, "-E", "UTF8", "--no-sync")
 	init.Dir = dir
-	if cred != nil {
-		init.SysProcAttr = credAttr(cred)
-	}
+	init.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	out, err := init.CombinedOutput()
 	os.Remove(pwfile)
 	if err != nil {

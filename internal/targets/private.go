@@ -267,14 +267,14 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func credAttr(c *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: c}
-}
-
 // Secret returns a fresh random password of n bytes, hex-encoded: letters and
 // digits only, safe in a URL, a config file and a command line.
 func Secret(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+func credAttr(c *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: c}
 }
