@@ -778,8 +778,13 @@ func scale(sc contracts.Scenario, k float64) contracts.Scenario {
 		if js.Deadline == 0 && sc.Jobs[i].Deadline > 0 {
 			js.Deadline = 1
 		}
-		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil && p.Slow > 0 {
-			p.Slow = d(p.Slow)
+		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil {
+			// The age budget is scenario time too: a job that names none gets
+			// the default, scaled.
+			if p.AgeBudget == 0 {
+				p.AgeBudget = pipeline.DefaultAgeBudget
+			}
+			p.Slow, p.AgeBudget = d(p.Slow), d(p.AgeBudget)
 			js.Job.Payload = p.Encode()
 		}
 		out.Jobs[i] = js
