@@ -48,6 +48,10 @@ const (
 	// "down", "started ..."; Target names the node): the controller's
 	// observations, for the report's node lanes. Not a fault.
 	Node F = "node"
+	// Settle: the worker recorded in the effect store how its delivery ended
+	// without a terminal outcome: value "spent" (the job's own failure spent an
+	// attempt) or "released" (given back after an infrastructure failure).
+	Settle F = "settle"
 )
 
 // Op is one history record. T is nanoseconds since the Unix epoch (virtual time on

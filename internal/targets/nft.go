@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/durachk/durachk/internal/reaper"
 )
 
 // nftTable is a run's own nftables table (inet durachk_<runid>) that drops
@@ -57,6 +59,7 @@ func (t *nftTable) ensure() error {
 		return err
 	}
 	t.created = true
+	reaper.Watch(reaper.KindNFT, t.name) // the watchdog deletes it if durachk dies
 	return nft("add", "chain", "inet", t.name, "out", "{ type filter hook output priority 0 ; policy accept ; }")
 }
 
@@ -95,6 +98,7 @@ func (t *nftTable) remove() error {
 		return nil
 	}
 	t.created = false
+	reaper.Forget(reaper.KindNFT, t.name)
 	return nft("delete", "table", "inet", t.name)
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/durachk/durachk/adapters/pg"
@@ -177,7 +178,7 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 			return nil, s, err
 		}
 		url := n.adminURL()
-		n.proc = PrivateProcess{Addr: n.addr(), User: c.user, Command: func() *exec.Cmd { return c.command(n) },
+		n.proc = PrivateProcess{Addr: n.addr(), User: c.user, RunID: env.RunID, Name: "pg-" + name, Command: func() *exec.Cmd { return c.command(n) },
 			Ready: func(ctx context.Context) error { _, err := pg.State(ctx, url); return err }}
 		c.nodes = append(c.nodes, n)
 	}
@@ -234,19 +235,21 @@ func (c *pgCluster) command(n *pgNode) *exec.Cmd {
 		_, port, _ := net.SplitHostPort(n.repl.Addr())
 		args = append(args, "-c", fmt.Sprintf("primary_conninfo=host=127.0.0.1 port=%s user=postgres application_name=%s connect_timeout=2", port, n.name))
 	}
-	return exec.Command(c.bin.server, args...)
+	cmd := exec.Command(c.bin.server, args...)
+	cmd.Dir = n.data
+	return cmd
 }
 
 // asUser runs a tool as the server's user and returns its error with its output.
 func (c *pgCluster) asUser(ctx context.Context, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = c.env.Dir
 	cred, err := Credential(c.user)
 	if err != nil {
 		return err
 	}
-	if cred != nil {
-		cmd.SysProcAttr = credAttr(cred)
-	}
+	// It dies with durachk too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %v: %s", filepath.Base(name), err, strings.TrimSpace(string(out)))
 	}

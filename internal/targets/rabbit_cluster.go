@@ -221,17 +221,18 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 			}
 		}
 	}
-	c.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user,
+	c.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user, RunID: env.RunID, Name: "epmd",
 		Command: func() *exec.Cmd {
 			cmd := exec.Command(epmdPath, "-port", strconv.Itoa(epmdPort), "-address", strings.Join(ips, ","))
 			cmd.Env = []string{"HOME=" + c.home, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+			cmd.Dir = c.home
 			return cmd
 		}}
 	if err := c.epmd.Start(ctx); err != nil {
 		return nil, s, fmt.Errorf("private epmd: %w", err)
 	}
 	for _, n := range c.nodes {
-		n.proc = PrivateProcess{Addr: n.amqpAddr(), User: user, Command: c.command(n, epmdPort),
+		n.proc = PrivateProcess{Addr: n.amqpAddr(), User: user, RunID: env.RunID, Name: "rabbit-" + n.name, Command: c.command(n, epmdPort),
 			Ready: func(ctx context.Context) error { return rabbit.Ready(c.nodeURL(n.amqpAddr())) }}
 	}
 	if err := startAll(c.nodes, func(n *rabbitNode) error {
@@ -361,7 +362,7 @@ func (c *rabbitCluster) writeNodeFiles(n *rabbitNode, peers []string, i int) err
 
 func (c *rabbitCluster) command(n *rabbitNode, epmdPort int) func() *exec.Cmd {
 	return func() *exec.Cmd {
-		cmd := exec.Command(c.server)
+		cmd := exec.Command(c.server, "-noinput")
 		cmd.Dir = n.dir
 		cmd.Env = []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -380,6 +381,9 @@ func (c *rabbitCluster) command(n *rabbitNode, epmdPort int) func() *exec.Cmd {
 			"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(n.dir, "advanced.config"),
 			"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(n.dir, "rabbitmq-env.conf"),
 			"RABBITMQ_PID_FILE=" + filepath.Join(n.dir, "pid"),
+			// exec erl instead of forking it from a shell that waits: the child
+			// is beam.smp itself (-noinput is then ours to pass).
+			"RABBITMQ_ALLOW_INPUT=true",
 			"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false",
 		}
 		return cmd

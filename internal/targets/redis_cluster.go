@@ -207,7 +207,12 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 			return nil, s, err
 		}
 		addr := n.addr()
-		n.proc = PrivateProcess{Addr: addr, Command: func() *exec.Cmd { return exec.Command(server, n.conf) },
+		n.proc = PrivateProcess{Addr: addr, RunID: env.RunID, Name: "redis-" + name,
+			Command: func() *exec.Cmd {
+				cmd := exec.Command(server, n.conf)
+				cmd.Dir = n.dir
+				return cmd
+			},
 			Ready: func(ctx context.Context) error { return rq.Ready(ctx, addr) }}
 		c.nodes = append(c.nodes, n)
 	}
@@ -358,7 +363,12 @@ func (c *redisCluster) startSentinels(ctx context.Context, block string) error {
 			return err
 		}
 		addr := st.addr()
-		st.proc = PrivateProcess{Addr: addr, Command: func() *exec.Cmd { return exec.Command(c.server, conf, "--sentinel") }}
+		st.proc = PrivateProcess{Addr: addr, RunID: c.env.RunID, Name: fmt.Sprintf("sentinel-%d", j+1),
+			Command: func() *exec.Cmd {
+				cmd := exec.Command(c.server, conf, "--sentinel")
+				cmd.Dir = dir
+				return cmd
+			}}
 	}
 	if err := startAll(c.sentinels, func(st *redisSentinel) error { return st.proc.Start(ctx) }); err != nil {
 		return fmt.Errorf("private redis sentinels: %w", err)
