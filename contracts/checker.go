@@ -269,7 +269,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 		// A node fault of a replicated broker may lose what the broker knew of
 		// leases and acks (replicated asynchronously): like a crash of the
 		// broker, it explains a redelivery of anything delivered before it.
-		nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover"
+		nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "rejoin"
 		if op.Value == "broker_crash" || nodeFault {
 			c.crashAt = i
 		}
