@@ -52,6 +52,11 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 			default:
 				fmt.Fprintf(tw, "  broker kill\tyes (private instance)\n")
 			}
+			if err := targets.CanFaultNodes(t.parsed); err == nil {
+				fmt.Fprintf(tw, "  node faults\tyes: %s\n", targets.DescribeCluster(t.parsed))
+			} else {
+				fmt.Fprintf(tw, "  node faults\tno: %v\n", err)
+			}
 		} else {
 			fmt.Fprintf(tw, "  broker kill\t%v (simulated)\n", c.BrokerKill)
 		}

@@ -42,6 +42,7 @@ type clusterRun struct {
 // names the topology in what its verdicts are measured on.
 func (t *Target) describeCluster() {
 	t.caps.NodeFaults = targets.CanFaultNodes(t.Spec) == nil
+	targets.AdjustForCluster(t.Spec, &t.caps)
 	if d := targets.DescribeCluster(t.Spec); d != "" {
 		t.measuredOn += ", private cluster: " + d
 		t.caps.Notes = append(t.caps.Notes, "every contract runs on a fresh private cluster ("+d+"); a broker kill kills every node at once")

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/faults"
 )
 
@@ -102,6 +103,18 @@ type ClusterKind struct {
 	Start func(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error)
 	// Describe names the topology s's knobs shape, without starting it.
 	Describe func(s Spec) string
+	// Adjust, if set, corrects the capabilities read from the target's own
+	// server for what the private cluster's nodes are (their persistence).
+	Adjust func(s Spec, c *adapters.Capabilities)
+}
+
+// AdjustForCluster corrects c for the private cluster s names, if any.
+func AdjustForCluster(s Spec, c *adapters.Capabilities) {
+	k, err := kindOf(s)
+	if err != nil || k.Cluster == nil || k.Cluster.Adjust == nil || !HasPrivateCluster(s) {
+		return
+	}
+	k.Cluster.Adjust(s, c)
 }
 
 // DescribeCluster names the private topology s shapes, or "".

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	rq "github.com/durachk/durachk/adapters/redis"
 	"github.com/durachk/durachk/faults"
 )
@@ -44,6 +45,11 @@ var redisClusterKind = &ClusterKind{Knobs: redisClusterKnobs, Check: checkRedisC
 	Describe: func(s Spec) string {
 		p, _ := redisClusterShape(s)
 		return p.describe()
+	},
+	Adjust: func(_ Spec, c *adapters.Capabilities) {
+		// The nodes run with the AOF on, whatever the target's own server does.
+		c.Durable = true
+		c.Notes = append(c.Notes, "the private cluster's nodes run with appendonly yes, appendfsync everysec (the persistence notes above are the target's own server's)")
 	}}
 
 func init() {
