@@ -179,9 +179,26 @@ func (r *run) startNodeFaults() {
 	}()
 }
 
+// primaryNow is the primary as last observed, or, if none was, as the
+// topology says within 10 s (a loaded node's API may be slow to answer).
+func (c *clusterRun) primaryNow(ctx context.Context) string {
+	if p := c.observed(); p != "" {
+		return p
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		c.watchPrimary(ctx)
+		if p := c.observed(); p != "" {
+			return p
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return ""
+}
+
 // watchPrimary records the primary when it changes: a failover, whoever made it.
 func (c *clusterRun) watchPrimary(ctx context.Context) {
-	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	p, err := c.cl.Primary(qctx)
 	if err != nil || p == "" {
@@ -276,7 +293,7 @@ func (c *clusterRun) control(ctx context.Context) {
 			sel = faults.SelAll
 			c.record(history.Fault, "broker_crash", r.spec.Kind)
 		}
-		nodes, err := faults.SelectNodes(sel, c.cl.Nodes(), c.observed(), rng)
+		nodes, err := faults.SelectNodes(sel, c.cl.Nodes(), c.primaryNow(ctx), rng)
 		if err != nil {
 			fail(err.Error())
 			return
