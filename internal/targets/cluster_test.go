@@ -265,3 +265,39 @@ func TestRabbitClusterLeaderKillAndPartition(t *testing.T) {
 	}
 	settle(t, c)
 }
+
+func TestRabbitClusterKnobs(t *testing.T) {
+	tests := []struct{ url, err string }{
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.nodes=3&private-cluster.cluster_partition_handling=autoheal", ""},
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.nodes=4", "private-cluster.nodes"},
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.cluster_partition_handling=pause_if_all_down", "cluster_partition_handling"},
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.nodes=3&queue-arguments.x-quorum-initial-group-size=4", "x-quorum-initial-group-size"},
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.nodes=3&queue-arguments.x-quorum-initial-group-size=2", ""},
+		{"amqp://guest:guest@h1:5672/?addr=h2:5672&addr=h3:5672", ""},
+		{"amqp://guest:guest@127.0.0.1:5672/?private-cluster.replicas=1", "unknown setting"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.url)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.url, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: got %v, want an error with %q", tt.url, err, tt.err)
+		}
+	}
+	if got := nodeList("amqp://u:p@h1:5672/?addr=h2:5672&addr=h3:5672"); strings.Join(got, ",") != "h2:5672,h3:5672" {
+		t.Errorf("node list %v", got)
+	}
+}
+
+func TestLoopbackBlock(t *testing.T) {
+	for _, id := range []string{"abcd1234", "k0000", "ffffffffff"} {
+		b := loopbackBlock(id)
+		if !strings.HasPrefix(b, "127.0.") || b == "127.0.0" || b == "127.0.1" {
+			t.Errorf("%s: block %s is not a run's own loopback /24", id, b)
+		}
+		if loopbackBlock(id) != b {
+			t.Errorf("%s: two blocks", id)
+		}
+	}
+}
