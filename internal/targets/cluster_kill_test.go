@@ -109,10 +109,13 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			line, _ := bufio.NewReader(out).ReadString('\n')
-			if strings.TrimSpace(line) != "ready" {
+			// On every path out of the test, the helper is gone.
+			defer func() {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
+			}()
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if strings.TrimSpace(line) != "ready" {
 				t.Fatalf("helper: %s", line)
 			}
 			block := loopbackBlock(runID)
@@ -120,7 +123,6 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 				t.Fatal("no process of the cluster found before the kill: the check below would prove nothing")
 			}
 			_ = cmd.Process.Signal(syscall.SIGKILL)
-			_ = cmd.Wait()
 			var left []string
 			for i := 0; i < 100; i++ {
 				if left = processesOf(dir, block+"."); len(left) == 0 {
