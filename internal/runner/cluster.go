@@ -64,6 +64,13 @@ func (r *run) startCluster() error {
 			}
 		}}
 	cl, spec, err := targets.StartCluster(r.ctx, r.spec, env)
+	if err != nil && r.ctx.Err() == nil {
+		// A node that could not start (a port taken between its choice and
+		// the bind, a node killed by a loaded machine) gets one more chance,
+		// on fresh ports.
+		r.t.logf("  the cluster did not start, once more: %v", err)
+		cl, spec, err = targets.StartCluster(r.ctx, r.spec, env)
+	}
 	if err != nil {
 		return err
 	}
