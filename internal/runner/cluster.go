@@ -186,6 +186,19 @@ func (r *run) startNodeFaults() {
 	}()
 }
 
+// failover asks the topology to promote a replica, for up to 10 s: a loaded
+// replica may not answer its first question in time.
+func (c *clusterRun) failover(ctx context.Context) (string, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := c.cl.Failover(ctx)
+		if err == nil || errors.Is(err, targets.ErrAutomaticFailover) || ctx.Err() != nil || time.Now().After(deadline) {
+			return p, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // primaryNow is the primary as last observed, or, if none was, as the
 // topology says within 10 s (a loaded node's API may be slow to answer).
 func (c *clusterRun) primaryNow(ctx context.Context) string {
@@ -281,7 +294,7 @@ func (c *clusterRun) control(ctx context.Context) {
 		}
 		f := ev.f
 		if f.Kind == faults.Failover {
-			p, err := c.cl.Failover(ctx)
+			p, err := c.failover(ctx)
 			switch {
 			case errors.Is(err, targets.ErrAutomaticFailover):
 				r.t.logf("  failover: left to the topology")
@@ -349,7 +362,7 @@ func (c *clusterRun) control(ctx context.Context) {
 		c.record(history.Fault, "node_restart", n)
 	}
 	if p, err := c.cl.Primary(ctx); err != nil || p == "" {
-		if _, err := c.cl.Failover(ctx); err != nil && !errors.Is(err, targets.ErrAutomaticFailover) {
+		if _, err := c.failover(ctx); err != nil && !errors.Is(err, targets.ErrAutomaticFailover) {
 			fail(fmt.Sprintf("failover at the heal: %v", err))
 			return
 		}
