@@ -3,9 +3,11 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,10 +131,51 @@ func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab strin
 	if r.Wall > 90*time.Second {
 		t.Errorf("%s took %v", id, r.Wall)
 	}
-	if left := leftovers(t, runID, dir); len(left) > 0 {
+	if left := clusterLeftovers(t, runID, dir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
 	return r
+}
+
+// clusterLeftovers is leftovers plus what a cluster may leave: processes on the
+// run's loopback addresses (redis-server names itself by its address, not its
+// directory) and the run's nftables table.
+func clusterLeftovers(t *testing.T, runID, dir string) []string {
+	t.Helper()
+	left := leftovers(t, runID, dir)
+	block := targets.LoopbackBlock(runID) + "."
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), block) {
+			left = append(left, "process "+p.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if out, err := exec.Command("nft", "list", "tables").Output(); err == nil && strings.Contains(string(out), "durachk_"+runID) {
+		left = append(left, "nftables table durachk_"+runID)
+	}
+	return left
+}
+
+// A cluster run cancelled mid-way (SIGINT in the CLI) leaves no node, helper,
+// schema, directory or nftables table behind.
+func TestCancelledClusterRunLeavesNothing(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	var runID, dir string
+	tg.OnRun = func(id, d string) { runID, dir = id, d }
+	c, _ := contracts.Lookup("durability.failover")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := contracts.Evaluate(ctx, tg, c, contracts.Options{Seed: 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Evaluate after cancel: %v, want the context's error", err)
+	}
+	if runID == "" {
+		t.Fatal("the run never started")
+	}
+	if left := clusterLeftovers(t, runID, dir); len(left) > 0 {
+		t.Errorf("left behind after cancel: %v", left)
+	}
 }
 
 func witnessed(r contracts.Result, p contracts.Property) bool {

@@ -190,11 +190,11 @@ func nodeNames(n int) []string {
 	return out
 }
 
-// loopbackBlock is the run's own /24 in 127/8, which Linux routes to lo:
+// LoopbackBlock is the run's own /24 in 127/8, which Linux routes to lo:
 // node i listens on 127.0.B.(10+i), helpers (Sentinels) on 127.0.B.(20+j).
 // B comes from the run id, so that concurrent runs rarely share addresses and
 // rules that name an address (nftables) stay the run's own.
-func loopbackBlock(runID string) string {
+func LoopbackBlock(runID string) string {
 	h := uint32(2166136261)
 	for i := 0; i < len(runID); i++ {
 		h ^= uint32(runID[i])

@@ -118,7 +118,7 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 			if strings.TrimSpace(line) != "ready" {
 				t.Fatalf("helper: %s", line)
 			}
-			block := loopbackBlock(runID)
+			block := LoopbackBlock(runID)
 			if len(processesOf(dir, block+".")) == 0 {
 				t.Fatal("no process of the cluster found before the kill: the check below would prove nothing")
 			}

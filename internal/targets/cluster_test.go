@@ -292,11 +292,11 @@ func TestRabbitClusterKnobs(t *testing.T) {
 
 func TestLoopbackBlock(t *testing.T) {
 	for _, id := range []string{"abcd1234", "k0000", "ffffffffff"} {
-		b := loopbackBlock(id)
+		b := LoopbackBlock(id)
 		if !strings.HasPrefix(b, "127.0.") || b == "127.0.0" || b == "127.0.1" {
 			t.Errorf("%s: block %s is not a run's own loopback /24", id, b)
 		}
-		if loopbackBlock(id) != b {
+		if LoopbackBlock(id) != b {
 			t.Errorf("%s: two blocks", id)
 		}
 	}

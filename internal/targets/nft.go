@@ -16,7 +16,7 @@ import (
 // the traffic between the loopback addresses of nodes on either side of a
 // partition: Erlang distribution is not plain TCP through a proxy (nodes find
 // each other through epmd and connect directly), so it is cut in the kernel.
-// Rules name the addresses, which are the run's own (loopbackBlock); a rule on
+// Rules name the addresses, which are the run's own (LoopbackBlock); a rule on
 // ports alone cuts nothing, since loopback connections between nodes use
 // ephemeral source ports in both directions. Safe for concurrent use.
 type nftTable struct {

@@ -164,7 +164,7 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 			_ = c.Stop()
 		}
 	}()
-	block := loopbackBlock(env.RunID)
+	block := LoopbackBlock(env.RunID)
 	for i, name := range nodeNames(1 + c.prof.standbys) {
 		n := &pgNode{name: name, ip: fmt.Sprintf("%s.%d", block, 11+i), link: faults.NodeLink(name),
 			data: filepath.Join(env.Dir, "pg-"+name)}

@@ -170,7 +170,7 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 			_ = c.Stop()
 		}
 	}()
-	block := loopbackBlock(env.RunID)
+	block := LoopbackBlock(env.RunID)
 	// One private epmd for the cluster, listening on every node's address: a
 	// node registers with it on 127.0.0.1 and its peers look it up on the
 	// node's own address (the host part of its name).

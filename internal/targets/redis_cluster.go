@@ -195,7 +195,7 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 			_ = c.Stop()
 		}
 	}()
-	block := loopbackBlock(env.RunID)
+	block := LoopbackBlock(env.RunID)
 	for i, name := range nodeNames(1 + prof.replicas) {
 		n := &redisNode{name: name, ip: fmt.Sprintf("%s.%d", block, 11+i), link: faults.NodeLink(name),
 			dir: filepath.Join(env.Dir, "redis-"+name)}
