@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -113,6 +114,11 @@ type pgNode struct {
 	down     bool
 }
 
+// startupLog is where the server's start-up errors go, beside its data
+// directory (which pg_basebackup copies, and which must hold only the
+// server's own files).
+func (n *pgNode) startupLog() string { return n.data + ".startup.log" }
+
 func (n *pgNode) addr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.port)) }
 
 // adminURL reaches the node directly, for durachk's own queries.
@@ -183,15 +189,33 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 		c.nodes = append(c.nodes, n)
 	}
 	primary := c.nodes[0]
+	step := time.Now()
+	lap := func(what string) {
+		env.logf("    %s: %s", what, time.Since(step).Round(time.Millisecond))
+		step = time.Now()
+	}
 	if err := c.initPrimary(ctx, primary); err != nil {
 		return nil, s, err
 	}
-	if err := primary.proc.Start(ctx); err != nil {
-		return nil, s, fmt.Errorf("private postgres n1: %w", err)
+	lap("initdb")
+	// A copy of a data directory that was shut down cleanly (initdb's) is a
+	// base backup: each standby starts from one and streams the rest, so all
+	// nodes start at once, without pg_basebackup's checkpoint and copy.
+	for _, n := range c.nodes[1:] {
+		if err := c.coldCopy(primary, n); err != nil {
+			return nil, s, err
+		}
 	}
-	if err := startAll(c.nodes[1:], func(n *pgNode) error { return c.rejoin(ctx, n, primary) }); err != nil {
+	lap("standby copies")
+	if err := startAll(c.nodes, func(n *pgNode) error {
+		if err := n.proc.Start(ctx); err != nil {
+			return fmt.Errorf("private postgres %s: %w: %s", n.name, err, n.logTail())
+		}
+		return nil
+	}); err != nil {
 		return nil, s, err
 	}
+	lap("nodes up")
 	var hosts []string
 	for _, n := range c.nodes {
 		hosts = append(hosts, n.front.Addr())
@@ -202,6 +226,7 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 	if err := c.Settle(sctx); err != nil {
 		return nil, s, fmt.Errorf("private postgres cluster did not settle after its start: %w", err)
 	}
+	lap("streaming, settled")
 	c.took = time.Since(begin)
 	ok = true
 	u := s
@@ -221,8 +246,9 @@ func (c *pgCluster) onFault(link string) func(string) {
 // the installed server's configuration applies.
 func (c *pgCluster) command(n *pgNode) *exec.Cmd {
 	args := []string{"-D", n.data, "-p", strconv.Itoa(n.port), "-k", n.data,
-		"-c", "listen_addresses=" + n.ip, "-c", "fsync=on", "-c", "max_connections=40",
-		"-c", "shared_buffers=16MB", "-c", "wal_level=replica",
+		// max_connections: initdb's; a standby must not have fewer than its primary.
+		"-c", "listen_addresses=" + n.ip, "-c", "fsync=on", "-c", "max_connections=100",
+		"-c", "shared_buffers=16MB", "-c", "wal_level=replica", "-c", "wal_retrieve_retry_interval=100ms",
 		"-c", "max_wal_senders=10", "-c", "hot_standby=on", "-c", "wal_log_hints=on",
 		"-c", "wal_sender_timeout=5s", "-c", "wal_receiver_timeout=5s", "-c", "wal_receiver_status_interval=1s",
 		"-c", "synchronous_standby_names=" + c.prof.syncNames,
@@ -237,6 +263,11 @@ func (c *pgCluster) command(n *pgNode) *exec.Cmd {
 	}
 	cmd := exec.Command(c.bin.server, args...)
 	cmd.Dir = n.data
+	// What the server says before its logging collector runs.
+	if f, err := os.OpenFile(n.startupLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+		cmd.Stderr = f
+		go func() { time.Sleep(time.Minute); f.Close() }()
+	}
 	return cmd
 }
 
@@ -274,7 +305,9 @@ func (c *pgCluster) initPrimary(ctx context.Context, n *pgNode) error {
 	if err := c.mkdata(n); err != nil {
 		return err
 	}
-	if err := c.asUser(ctx, c.bin.initdb, "-D", n.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+	// 1 MB WAL segments: less to write, and to copy for each standby.
+	if err := c.asUser(ctx, c.bin.initdb, "-D", n.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions",
+		"--wal-segsize=1"); err != nil {
 		return fmt.Errorf("private postgres n1: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(n.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -284,6 +317,75 @@ func (c *pgCluster) initPrimary(ctx context.Context, n *pgNode) error {
 	defer f.Close()
 	_, err = f.WriteString("host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n")
 	return err
+}
+
+// coldCopy makes n a standby of primary from a copy of primary's data
+// directory, which must be shut down cleanly.
+func (c *pgCluster) coldCopy(primary, n *pgNode) error {
+	if err := c.mkdata(n); err != nil {
+		return err
+	}
+	cred, err := Credential(c.user)
+	if err != nil {
+		return err
+	}
+	err = filepath.Walk(primary.data, func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(primary.data, path)
+		dst := filepath.Join(n.data, rel)
+		switch {
+		case rel == ".":
+			return nil
+		case fi.IsDir():
+			err = os.Mkdir(dst, fi.Mode().Perm())
+		case fi.Mode().IsRegular():
+			err = copyFile(path, dst, fi.Mode().Perm())
+		default:
+			return nil
+		}
+		if err == nil && cred != nil {
+			err = os.Chown(dst, int(cred.Uid), int(cred.Gid))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("private postgres %s: copy of n1: %w", n.name, err)
+	}
+	sig := filepath.Join(n.data, "standby.signal")
+	if err := os.WriteFile(sig, nil, 0o600); err != nil {
+		return err
+	}
+	if cred != nil {
+		if err := os.Chown(sig, int(cred.Uid), int(cred.Gid)); err != nil {
+			return err
+		}
+	}
+	p, err := c.proxies.start(&faults.Proxy{Link: c.env.Links[faults.LinkReplication], Upstream: primary.addr(),
+		Also: []*faults.Link{n.link, primary.link}, OnFault: c.onFault(faults.LinkReplication + ":" + n.name + "->" + primary.name)})
+	if err != nil {
+		return err
+	}
+	n.repl = p
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // rejoin makes n a standby of primary from a fresh base backup, streaming
@@ -536,7 +638,7 @@ func (c *pgCluster) Stop() error {
 	}
 	c.proxies.closeAll()
 	for _, n := range c.nodes {
-		errs = append(errs, os.RemoveAll(n.data))
+		errs = append(errs, os.RemoveAll(n.data), os.RemoveAll(n.startupLog()))
 	}
 	return errors.Join(errs...)
 }
@@ -557,4 +659,22 @@ func (c *pgCluster) Unpin(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// logTail is the end of a node's server log, or its start-up errors: the run
+// directory is gone once the run ends.
+func (n *pgNode) logTail() string {
+	var out []string
+	for _, f := range []string{filepath.Join(n.data, "server.log"), n.startupLog()} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		out = append(out, lines[max(0, len(lines)-6):]...)
+	}
+	if len(out) == 0 {
+		return "no log"
+	}
+	return "its log ends: " + strings.Join(out, " | ")
 }
