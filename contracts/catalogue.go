@@ -389,7 +389,7 @@ var Catalogue = []*Contract{
 		Claim:      "a client on the minority side of a partition, or on a deposed primary, gets a refusal or an ambiguous outcome, never an acknowledgement that is later lost",
 		Motivation: "a primary cut off from its replicas keeps taking writes until it learns it was replaced; the new primary never sees them (split brain)",
 		Labels:     []string{"fault:partition", "fault:failover"},
-		Needs:      needsNodes,
+		Needs:      needsPartitions,
 		Scenario: func(seed uint64, n int) Scenario {
 			// The producer stays on the first primary; it is cut from the other
 			// nodes at 3 s for 100 s (10 s on real targets: longer than RabbitMQ

@@ -52,7 +52,7 @@ func clusterFacts(ops []history.Op) *ClusterFacts {
 	}
 	for _, op := range ops {
 		switch {
-		case op.F == history.Node && strings.HasPrefix(op.Value, "started in "):
+		case op.F == history.Node && (strings.HasPrefix(op.Value, "started in ") || strings.HasPrefix(op.Value, "attached: ")):
 			if f == nil {
 				f = &ClusterFacts{}
 			}
@@ -207,6 +207,17 @@ const clusterLimit = 10 * time.Minute
 // needsNodes is the Needs of the cluster contracts.
 var needsNodes = needs("the target is not a replicated topology durachk can fault node by node (private-cluster.* knobs)",
 	func(c adapters.Capabilities) bool { return c.NodeFaults })
+
+// needsPartitions is the Needs of partition.minority.
+func needsPartitions(c adapters.Capabilities) string {
+	if why := needsNodes(c); why != "" {
+		return why
+	}
+	if !c.NodePartitions {
+		return "durachk cannot cut this topology's nodes apart (an existing cluster: only its nodes' kill and start commands are known)"
+	}
+	return ""
+}
 
 // needsExactTokens is the Needs of fencing.failover.
 func needsExactTokens(c adapters.Capabilities) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +17,8 @@ import (
 // by this package only. Each opens a one-connection client to one address and
 // closes it; none retries.
 
-func nodeClient(addr string) *goredis.Client {
-	return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
+func nodeClient(addr, password string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: addr, Password: password, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2})
 }
 
@@ -36,9 +37,10 @@ type Replication struct {
 	Replicas int
 }
 
-// NodeReplication reads INFO replication of the server at addr.
-func NodeReplication(ctx context.Context, addr string) (Replication, error) {
-	c := nodeClient(addr)
+// NodeReplication reads INFO replication of the server at addr (password:
+// its requirepass, "" for none).
+func NodeReplication(ctx context.Context, addr, password string) (Replication, error) {
+	c := nodeClient(addr, password)
 	defer c.Close()
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
@@ -57,8 +59,8 @@ func NodeReplication(ctx context.Context, addr string) (Replication, error) {
 
 // ReplicaOf makes the server at addr a replica of primary (host:port), or a
 // primary itself when primary is "" (REPLICAOF NO ONE).
-func ReplicaOf(ctx context.Context, addr, primary string) error {
-	c := nodeClient(addr)
+func ReplicaOf(ctx context.Context, addr, password, primary string) error {
+	c := nodeClient(addr, password)
 	defer c.Close()
 	host, port := "NO", "ONE"
 	if primary != "" {
@@ -71,8 +73,8 @@ func ReplicaOf(ctx context.Context, addr, primary string) error {
 }
 
 // ConfigSet sets one configuration parameter of the server at addr.
-func ConfigSet(ctx context.Context, addr, name, value string) error {
-	c := nodeClient(addr)
+func ConfigSet(ctx context.Context, addr, password, name, value string) error {
+	c := nodeClient(addr, password)
 	defer c.Close()
 	return classify(c.ConfigSet(ctx, name, value).Err())
 }
@@ -84,9 +86,10 @@ type SentinelView struct {
 	Replicas  int    // replicas it knows
 }
 
-// Sentinel asks the Sentinel at addr about master name.
-func Sentinel(ctx context.Context, addr, name string) (SentinelView, error) {
-	c := goredis.NewSentinelClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
+// Sentinel asks the Sentinel at addr (password: the Sentinel's own, "" for
+// none) about master name.
+func Sentinel(ctx context.Context, addr, password, name string) (SentinelView, error) {
+	c := goredis.NewSentinelClient(&goredis.Options{Addr: addr, Password: password, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, Protocol: 2})
 	defer c.Close()
 	var v SentinelView
@@ -113,4 +116,31 @@ func Sentinel(ctx context.Context, addr, name string) (SentinelView, error) {
 		}
 	}
 	return v, nil
+}
+
+// SentinelURL splits a Sentinel URL (go-redis's form) into the Sentinels'
+// addresses and password, the master's name, and a plain URL of the master's
+// database with its password, for host:port filled in.
+func SentinelURL(url string) (sentinels []string, sentinelPassword, master string, plain func(hostport string) string, err error) {
+	o, err := goredis.ParseFailoverURL(url)
+	if err != nil {
+		return nil, "", "", nil, err
+	}
+	plain = func(hostport string) string {
+		u := "redis://"
+		if o.Username != "" || o.Password != "" {
+			u += neturl.UserPassword(o.Username, o.Password).String() + "@"
+		}
+		return fmt.Sprintf("%s%s/%d", u, hostport, o.DB)
+	}
+	return o.SentinelAddrs, o.SentinelPassword, o.MasterName, plain, nil
+}
+
+// URLPassword is the password of a plain redis URL ("" for none).
+func URLPassword(url string) string {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return ""
+	}
+	return o.Password
 }

@@ -42,7 +42,11 @@ type clusterRun struct {
 // names the topology in what its verdicts are measured on.
 func (t *Target) describeCluster() {
 	t.caps.NodeFaults = targets.CanFaultNodes(t.Spec) == nil
+	t.caps.NodePartitions = targets.CanPartitionNodes(t.Spec)
 	targets.AdjustForCluster(t.Spec, &t.caps)
+	if targets.HasExternalCluster(t.Spec) {
+		t.caps.Notes = append(t.caps.Notes, "node faults through the control commands of an existing cluster: durachk can kill and start its nodes, not partition them or lag their replication")
+	}
 	if d := targets.DescribeCluster(t.Spec); d != "" {
 		t.measuredOn += ", private cluster: " + d
 		t.caps.Notes = append(t.caps.Notes, "every contract runs on a fresh private cluster ("+d+"); a broker kill kills every node at once")
@@ -77,7 +81,11 @@ func (r *run) startCluster() error {
 	c.cl = cl
 	r.cl = c
 	r.spec = spec
-	r.t.logf("  %s started and settled in %s", cl.Describe(), cl.StartTime().Round(time.Millisecond))
+	if targets.HasExternalCluster(r.spec) {
+		r.t.logf("  %s", cl.Describe())
+	} else {
+		r.t.logf("  %s started and settled in %s", cl.Describe(), cl.StartTime().Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -166,7 +174,11 @@ func (r *run) startNodeFaults() {
 	ctx, cancel := context.WithCancel(r.ctx)
 	c.stop = cancel
 	c.ctl.Store(r.ctl)
-	c.record(history.Node, fmt.Sprintf("started in %s: %s", c.cl.StartTime().Round(time.Millisecond), c.cl.Describe()), "")
+	if targets.HasExternalCluster(r.spec) {
+		c.record(history.Node, "attached: "+c.cl.Describe(), "")
+	} else {
+		c.record(history.Node, fmt.Sprintf("started in %s: %s", c.cl.StartTime().Round(time.Millisecond), c.cl.Describe()), "")
+	}
 	c.watchPrimary(ctx) // the first observation, before any fault
 	c.wg.Add(2)
 	go func() {

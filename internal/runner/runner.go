@@ -234,7 +234,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			t.logf("  %s broker under control commands at %s (run %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID)
 		}
 	}
-	if targets.HasPrivateCluster(r.spec) {
+	if targets.HasPrivateCluster(r.spec) || (r.sc.Plan.NeedsNodes() && targets.HasExternalCluster(r.spec)) {
 		if err := r.startCluster(); err != nil {
 			return ex, err
 		}
@@ -387,9 +387,10 @@ func (r *run) teardown() error {
 	var errs []error
 	if r.inst != nil {
 		errs = append(errs, r.inst.Stop()) // a private broker takes the queue with it
-	} else if r.cl != nil {
+	} else if r.cl != nil && !targets.HasExternalCluster(r.spec) {
 		errs = append(errs, r.stopCluster()) // and so does a private cluster
 	} else {
+		errs = append(errs, r.stopCluster()) // an existing cluster's killed nodes start again (no-op without one)
 		errs = append(errs, targets.TeardownQueue(ctx, r.spec))
 	}
 	if r.cgroup != "" {

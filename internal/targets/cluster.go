@@ -146,8 +146,11 @@ func CanFaultNodes(s Spec) error {
 	if k.Cluster == nil {
 		return fmt.Errorf("durachk cannot start or fault a replicated %s topology", k.Name)
 	}
+	if HasExternalCluster(s) {
+		return nil
+	}
 	if !HasPrivateCluster(s) {
-		return fmt.Errorf("the target is not a replicated topology durachk can fault node by node: name one with the %s* knobs", ClusterPrefix)
+		return fmt.Errorf("the target is not a replicated topology durachk can fault node by node: name one with the %s* knobs, or an existing one with control.<node>.kill, .start and .addr for each node", ClusterPrefix)
 	}
 	if k.Cluster.Can != nil {
 		return k.Cluster.Can()
@@ -155,11 +158,15 @@ func CanFaultNodes(s Spec) error {
 	return nil
 }
 
-// StartCluster starts the private cluster s names.
+// StartCluster starts the private cluster s names, or attaches to the
+// existing cluster its control commands name.
 func StartCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error) {
 	k, err := kindOf(s)
 	if err != nil {
 		return nil, s, err
+	}
+	if HasExternalCluster(s) {
+		return attachExternalCluster(ctx, s, env)
 	}
 	if k.Cluster == nil || !HasPrivateCluster(s) {
 		return nil, s, fmt.Errorf("%w: %s names no private cluster", ErrBadTarget, s.Name)

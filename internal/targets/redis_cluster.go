@@ -461,7 +461,7 @@ func (c *redisCluster) Primary(ctx context.Context) (string, error) {
 	}
 	var errs []error
 	for _, st := range c.sentinels {
-		v, err := rq.Sentinel(ctx, st.addr(), redisSentinelMaster)
+		v, err := rq.Sentinel(ctx, st.addr(), "", redisSentinelMaster)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -531,7 +531,7 @@ func (c *redisCluster) Failover(ctx context.Context) (string, error) {
 		if n.name == old || c.isDown(n) || n.link.IsCut() {
 			continue
 		}
-		r, err := rq.NodeReplication(ctx, n.addr())
+		r, err := rq.NodeReplication(ctx, n.addr(), "")
 		if err != nil {
 			continue
 		}
@@ -542,7 +542,7 @@ func (c *redisCluster) Failover(ctx context.Context) (string, error) {
 	if best == nil {
 		return "", errors.New("redis cluster: no live replica to promote")
 	}
-	if err := rq.ReplicaOf(ctx, best.addr(), ""); err != nil {
+	if err := rq.ReplicaOf(ctx, best.addr(), "", ""); err != nil {
 		return "", fmt.Errorf("promote %s: %w", best.name, err)
 	}
 	if best.repl != nil {
@@ -569,7 +569,7 @@ func (c *redisCluster) follow(ctx context.Context, n, primary *redisNode) error 
 	if err := c.throughProxy(n, primary); err != nil {
 		return err
 	}
-	if err := rq.ReplicaOf(ctx, n.addr(), n.repl.Addr()); err != nil {
+	if err := rq.ReplicaOf(ctx, n.addr(), "", n.repl.Addr()); err != nil {
 		return fmt.Errorf("%s follows %s: %w", n.name, primary.name, err)
 	}
 	return c.writeConf(n)
@@ -613,7 +613,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 		if c.isDown(pn) {
 			return fmt.Errorf("the primary %s is down", p)
 		}
-		r, err := rq.NodeReplication(ctx, pn.addr())
+		r, err := rq.NodeReplication(ctx, pn.addr(), "")
 		if err != nil {
 			return fmt.Errorf("primary %s: %w", p, err)
 		}
@@ -624,7 +624,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 			if n == pn || c.isDown(n) {
 				continue
 			}
-			r, err := rq.NodeReplication(ctx, n.addr())
+			r, err := rq.NodeReplication(ctx, n.addr(), "")
 			if err != nil {
 				return fmt.Errorf("replica %s: %w", n.name, err)
 			}
@@ -637,7 +637,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 			}
 		}
 		for _, st := range c.sentinels {
-			v, err := rq.Sentinel(ctx, st.addr(), redisSentinelMaster)
+			v, err := rq.Sentinel(ctx, st.addr(), "", redisSentinelMaster)
 			if err != nil {
 				return fmt.Errorf("sentinel %s: %w", st.addr(), err)
 			}
