@@ -410,6 +410,27 @@ var Catalogue = []*Contract{
 		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true}},
 	},
 	{
+		ID:         "partition.client",
+		Claim:      "a client connected to a node that a partition cuts off from the primary (or the queue's leader) gets a refusal or an ambiguous outcome, never an acknowledgement that is later lost",
+		Motivation: "a node on the minority side may still take a client's write and route it to a primary it cannot reach; the client must not be told it succeeded",
+		Labels:     []string{"fault:partition"},
+		Needs:      needsPartitions,
+		Scenario: func(seed uint64, n int) Scenario {
+			// The producer stays on a replica (a node that does not lead the
+			// queue), cut from the others at 3 s for 100 s while jobs arrive
+			// over 24 s.
+			sc := base("a client's node partitioned from the primary", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * time.Second
+			}),
+				faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned, At: 3 * time.Second, For: 100 * time.Second})
+			sc.Plan.PinProducer = faults.SelReplica
+			sc.Limit = clusterLimit
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("partitions", s.Faults["node_partition"], 1) },
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true}},
+	},
+	{
 		ID:         "fencing.failover",
 		Claim:      "a fencing token the store has accepted is never handed to another holder after a failover; where the delivery count goes down, the result says what that did",
 		Motivation: "lease state replicated asynchronously comes back older after a failover: the same token, or a lower one, goes to a second worker while the first still holds the job",

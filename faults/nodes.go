@@ -47,6 +47,8 @@ const (
 	SelMinority = "minority" // fewer than half the nodes (at least one), seeded
 	SelMajority = "majority" // more than half the nodes, seeded
 	SelAll      = "all"
+	// SelPinned is the node the producer is pinned to (Plan.PinProducer).
+	SelPinned = "pinned"
 )
 
 // IsNodeFault reports whether k acts on the nodes of a replicated target.

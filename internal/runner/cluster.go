@@ -30,6 +30,8 @@ type clusterRun struct {
 	cl  targets.Cluster
 	ctl atomic.Pointer[pipeline.Env] // the controller's recorder, once the run starts
 
+	pinned string // the node the producer is pinned to, if it is
+
 	mu        sync.Mutex
 	done      bool   // the last fault, the heal and the settle are over
 	unsettled string // why the cluster did not settle, if it did not
@@ -105,6 +107,7 @@ func (r *run) clusterSpec(spec targets.Spec, role string) (targets.Spec, error) 
 	if spec.URL, err = r.cl.cl.NodeURL(nodes[0]); err != nil {
 		return spec, err
 	}
+	r.cl.pinned = nodes[0]
 	r.ctl.Record(history.Op{Type: history.Info, F: history.Node, Value: "producer pinned", Target: nodes[0]})
 	return spec, nil
 }
@@ -324,6 +327,9 @@ func (c *clusterRun) control(ctx context.Context) {
 			// The whole broker: every node at once.
 			sel = faults.SelAll
 			c.record(history.Fault, "broker_crash", r.spec.Kind)
+		}
+		if sel == faults.SelPinned {
+			sel = c.pinned
 		}
 		nodes, err := faults.SelectNodes(sel, c.cl.Nodes(), c.primaryNow(ctx), rng)
 		if err != nil {
