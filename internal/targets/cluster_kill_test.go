@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durachk/durachk/internal/reaper"
 )
 
 // TestMain lets the test binary play a durachk that starts a cluster and is
@@ -32,6 +34,12 @@ func clusterHelper(url string) int {
 		return 1
 	}
 	s.RunID = os.Getenv("DURACHK_TEST_RUNID")
+	// The run directory's lock, held until the SIGKILL: another durachk's
+	// cleanup spares a live run.
+	if _, err := reaper.LockDir(os.Getenv("DURACHK_TEST_DIR")); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	c, _, err := StartCluster(context.Background(), s, ClusterEnv{Dir: os.Getenv("DURACHK_TEST_DIR"), RunID: s.RunID})
 	if err != nil {
 		fmt.Println(err)
@@ -94,12 +102,12 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 					t.Skip(err)
 				}
 			}
-			dir, err := os.MkdirTemp("", "durachk-kill-test-")
+			runID := "k" + randSuffix()
+			dir, err := os.MkdirTemp("", reaper.DirPattern(runID))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer os.RemoveAll(dir)
-			runID := "k" + randSuffix()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), clusterHelperEnv+"="+tt.url, "DURACHK_TEST_DIR="+dir, "DURACHK_TEST_RUNID="+runID)
 			out, err := cmd.StdoutPipe()
@@ -132,6 +140,11 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 			}
 			if len(left) > 0 {
 				t.Errorf("left behind 10 s after the SIGKILL: %v", left)
+			}
+			// What durachk cleanup removes after a SIGKILL: the run's cgroups and
+			// directory (reaper.Sweep), and its nftables table.
+			if _, err := reaper.Sweep(func(id string) bool { return id != runID }); err != nil {
+				t.Error(err)
 			}
 			removed, err := CleanupNFT(func(id string) bool { return id != runID })
 			if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durachk/durachk/internal/reaper"
 )
 
 // clusterLeftovers lists the processes whose command line names dir and dir
@@ -35,13 +37,18 @@ func startTestCluster(t *testing.T, url string) (Cluster, Spec, string) {
 	if err := CanFaultNodes(s); err != nil {
 		t.Skip(err)
 	}
-	// Not t.TempDir: its parent is closed to the postgres user the servers run as.
-	dir, err := os.MkdirTemp("", "durachk-cluster-test-")
+	// Not t.TempDir: its parent is closed to the postgres user the servers
+	// run as. A run directory, locked: another durachk's cleanup spares it.
+	s.RunID = "t" + randSuffix()
+	dir, err := os.MkdirTemp("", reaper.DirPattern(s.RunID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	s.RunID = "t" + randSuffix()
+	unlock, err := reaper.LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unlock(); os.RemoveAll(dir) })
 	c, s, err := StartCluster(context.Background(), s, ClusterEnv{Dir: dir, RunID: s.RunID, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
