@@ -188,6 +188,7 @@ type checker struct {
 	channelFaulted bool              // a fault was applied to the relay's channel
 	invoked        int32             // for a completion: the index of its invoke, else -1
 	crashAt        int32             // index of the latest broker crash (-1: none)
+	degraded       bool              // a replicated target between a node fault and its rejoin
 	groups         map[string][]string
 	vs             []Violation
 	st             Stats
@@ -272,6 +273,12 @@ func (c *checker) observe(i int32, op *history.Op) {
 		nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "rejoin"
 		if op.Value == "broker_crash" || nodeFault {
 			c.crashAt = i
+		}
+		if nodeFault {
+			// From a node fault until every node follows the primary again the
+			// cluster is degraded: writes may block (a synchronous standby
+			// gone), so a live holder's lease may run out on it.
+			c.degraded = op.Value != "rejoin"
 		}
 		if op.Key == faults.LinkChannel {
 			c.channelFaulted = true
@@ -478,6 +485,8 @@ func (c *checker) classifyRedelivery(i int32, op *history.Op, j *jobState) {
 		why = "lease_expiry"
 	case prev.ended == "" && j.enqueues > 1:
 		why = "duplicate_enqueue" // another message of the same job
+	case prev.ended == "" && c.degraded:
+		why = "failover" // the holder's calls blocked on a degraded cluster
 	case prev.ended == "":
 		why = "lease_expiry"
 		if !c.faulted[prev.proc] && !c.opts.ApproximateLeases {

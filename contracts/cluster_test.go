@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/history"
 )
 
@@ -192,4 +193,35 @@ func witnessHas(v Violation, f history.F, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// Between a node fault and the rejoin a replicated target is degraded: a
+// live holder whose calls block loses its lease without that being a
+// preemption; outside that window it is one.
+func TestDegradedClusterExplainsLeaseLoss(t *testing.T) {
+	base := []history.Op{
+		{T: 1, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"max":3}`},
+		{T: 2, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "j"},
+	}
+	fault := history.Op{T: 3, Process: "controller", Type: history.Info, F: history.Fault, Value: "failover", Target: "n2"}
+	rejoin := history.Op{T: 4, Process: "controller", Type: history.Info, F: history.Fault, Value: "rejoin"}
+	leases := []history.Op{op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(20, "w2", history.OK, history.Lease, "j", 2, 2)}
+	tests := []struct {
+		name      string
+		ops       []history.Op
+		preempted bool
+	}{
+		{"degraded: explained", append(append(append([]history.Op(nil), base...), fault), leases...), false},
+		{"after the rejoin: a preemption", append(append(append([]history.Op(nil), base...), fault, rejoin), leases...), true},
+		{"no node fault: a preemption", append(append([]history.Op(nil), base...), leases...), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs, st, _ := Check(tt.ops, Final{Broker: adapters.Inventory{Queued: []string{"j"}}}, CheckOptions{})
+			got := slices.Contains(properties(vs), PropPreempted)
+			if got != tt.preempted {
+				t.Fatalf("preempted %v, want %v (redeliveries %v)", got, tt.preempted, st.Redeliveries)
+			}
+		})
+	}
 }

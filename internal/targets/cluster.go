@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -313,4 +314,10 @@ func sortedKnobs(m map[string]bool) string {
 	}
 	sort.Strings(ks)
 	return strings.Join(ks, ", ")
+}
+
+// gone reports whether a process durachk started (and did not kill itself)
+// is no longer there: something else ended it.
+func (p *PrivateProcess) gone() bool {
+	return p.started && p.cmd != nil && p.cmd.Process != nil && syscall.Kill(p.cmd.Process.Pid, 0) != nil
 }

@@ -579,6 +579,11 @@ func (c *pgCluster) upstreamOf(n *pgNode, addr string) string {
 // finds the primary.
 func (c *pgCluster) Settle(ctx context.Context) error {
 	return pollUntil(ctx, 100*time.Millisecond, func() error {
+		for _, n := range c.nodes {
+			if !c.isDown(n) && n.proc.gone() {
+				return fmt.Errorf("node %s is gone though durachk did not kill it (killed from outside the run?)", n.name)
+			}
+		}
 		p := c.current()
 		pn, err := c.node(p)
 		if err != nil {

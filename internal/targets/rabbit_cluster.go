@@ -578,6 +578,18 @@ func (c *rabbitCluster) Heal() error {
 func (c *rabbitCluster) Settle(ctx context.Context) error {
 	var splitSince time.Time
 	return pollUntil(ctx, 250*time.Millisecond, func() error {
+		var gone []string
+		for _, n := range c.nodes {
+			if !c.isDown(n) && n.proc.gone() {
+				gone = append(gone, n.name)
+			}
+		}
+		if c.epmd.gone() {
+			gone = append(gone, "epmd")
+		}
+		if len(gone) > 0 {
+			return fmt.Errorf("processes durachk did not kill are gone (killed from outside the run?): %s", strings.Join(gone, ", "))
+		}
 		live := c.reachable()
 		if len(live) == 0 {
 			return errors.New("no node is up")

@@ -605,6 +605,20 @@ func (c *redisCluster) Heal() error {
 // is made to follow the current one.
 func (c *redisCluster) Settle(ctx context.Context) error {
 	return pollUntil(ctx, 100*time.Millisecond, func() error {
+		var gone []string
+		for _, n := range c.nodes {
+			if !c.isDown(n) && n.proc.gone() {
+				gone = append(gone, n.name)
+			}
+		}
+		for j, st := range c.sentinels {
+			if st.proc.gone() {
+				gone = append(gone, fmt.Sprintf("sentinel-%d", j+1))
+			}
+		}
+		if len(gone) > 0 {
+			return fmt.Errorf("processes durachk did not kill are gone (killed from outside the run?): %s", strings.Join(gone, ", "))
+		}
 		p, err := c.Primary(ctx)
 		if err != nil || p == "" {
 			return fmt.Errorf("no primary known: %v", err)
