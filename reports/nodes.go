@@ -115,7 +115,11 @@ func NodeLanes(ops []history.Op) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="nodes" xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" viewBox="0 0 %d %.0f" role="img" aria-label="nodes">`, svgWidth, height, svgWidth, height)
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%.0f" fill="#ffffff"/>`, svgWidth, height)
-	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="10" fill="#333">nodes: primary (or queue leader), down, cut off</text>`, laneLeft)
+	x := laneLeft
+	for _, st := range []struct{ state, label string }{{"primary", "primary (or queue leader)"}, {"down", "down (killed)"}, {"cut", "cut off (partitioned)"}} {
+		fmt.Fprintf(&b, `<rect x="%d" y="8" width="12" height="8" fill="%s" opacity="0.8"/><text x="%d" y="16" font-size="10" fill="#333">%s</text>`, x, colors[st.state], x+16, st.label)
+		x += 16 + 7*len(st.label) + 14
+	}
 	for i, n := range nodes {
 		y := float64(laneTop + i*h)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="9" text-anchor="end" fill="#333">%s</text>`, laneLeft-4, y+10, esc(n))
