@@ -35,7 +35,8 @@ const (
 	ReplyLoss Kind = "reply_loss"
 	// Flap switches Link down and up in a seeded pattern during [At, At+For).
 	Flap Kind = "flap"
-	// Blackhole accepts connections on Link and never answers during [At, At+For).
+	// Blackhole answers nothing on Link during [At, At+For): live connections
+	// stall, new ones are accepted and held; both go through once it ends.
 	Blackhole Kind = "blackhole"
 	// Latency delays every chunk on Link by Delay plus up to Jitter (seeded).
 	Latency Kind = "latency"

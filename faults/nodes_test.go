@@ -134,6 +134,12 @@ func TestProxyNodeCut(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the held request was not delivered after the heal")
 	}
+	// The connection opened during the partition goes through now, with what
+	// its client sent meanwhile.
+	_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
+	if r, err := bufio.NewReader(c2).ReadString('\n'); err != nil || r != "ok new\n" {
+		t.Fatalf("the connection opened during the partition, after the heal: %q, %v", r, err)
+	}
 }
 
 // A blackhole stalls a live connection (nothing arrives, nothing is cut) and

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -23,7 +22,7 @@ type Counters struct {
 	Cut            int64 `json:"cut"`             // live connections cut by a partition or a reset
 	RepliesDropped int64 `json:"replies_dropped"` // reply chunks dropped (the connection is then cut)
 	BytesDelayed   int64 `json:"bytes_delayed"`
-	Blackholed     int64 `json:"blackholed"` // connections accepted and hung
+	Blackholed     int64 `json:"blackholed"` // connections accepted and held until the blackhole ended
 	Stalled        int64 `json:"stalled"`    // chunks of live connections held by a blackhole
 }
 
@@ -188,10 +187,18 @@ func (p *Proxy) forget(cs ...net.Conn) {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	if p.blackhole(p.Now()) {
+		// Nothing answers until the blackhole ends; then the connection goes
+		// through, as a SYN retransmitted after a partition heals does. What the
+		// client sent meanwhile waits in its socket.
 		p.fault("blackhole", func(c *Counters) { c.Blackholed++ })
-		_, _ = io.Copy(io.Discard, client) // accept and hang until the client gives up or the run ends
-		p.forget(client)
-		return
+		for p.blackhole(p.Now()) {
+			select {
+			case <-p.stop:
+				p.forget(client)
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 	up, err := net.DialTimeout("tcp", p.UpstreamAddr(), 5*time.Second)
 	if err != nil {

@@ -578,6 +578,7 @@ func (c *pgCluster) upstreamOf(n *pgNode, addr string) string {
 // are attached where they are configured, and a client of the multi-host URL
 // finds the primary.
 func (c *pgCluster) Settle(ctx context.Context) error {
+	notStreaming := map[string]time.Time{}
 	return pollUntil(ctx, 100*time.Millisecond, func() error {
 		for _, n := range c.nodes {
 			if !c.isDown(n) && n.proc.gone() {
@@ -614,8 +615,20 @@ func (c *pgCluster) Settle(ctx context.Context) error {
 				return fmt.Errorf("%s did not follow %s: it rejoined from a fresh base backup", n.name, p)
 			}
 			if !ns.Streaming {
+				// A WAL receiver that does not come back by itself is
+				// reinitialised, as an operator (or Patroni) would.
+				if notStreaming[n.name].IsZero() {
+					notStreaming[n.name] = time.Now()
+				} else if time.Since(notStreaming[n.name]) > 10*time.Second {
+					delete(notStreaming, n.name)
+					if err := c.rejoin(ctx, n, pn); err != nil {
+						return err
+					}
+					c.env.logf("  %s did not stream for 10 s: it rejoined %s from a fresh base backup", n.name, p)
+				}
 				return fmt.Errorf("standby %s is not streaming", n.name)
 			}
+			delete(notStreaming, n.name)
 		}
 		if c.prof.syncNames != "" && len(st.Sync) == 0 {
 			return fmt.Errorf("no synchronous standby is attached to %s", p)
