@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
@@ -185,6 +186,18 @@ func run(args []string) error {
 		},
 	}
 
+	var natsDir string
+	natsServerCmd := &cobra.Command{
+		Use:    natsserver.Command,
+		Short:  "Serve a private NATS JetStream server (started by durachk itself; config on stdin)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return natsserver.Main(natsDir, os.Stdin)
+		},
+	}
+	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
+
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
 		Use:   "replay result.json",
@@ -198,7 +211,7 @@ func run(args []string) error {
 	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
 	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
+	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd, natsServerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
