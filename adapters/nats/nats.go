@@ -577,9 +577,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 		}
 		return none, opErr("lease", none, err)
 	}
-	rctx, cancel := q.reqCtx(ctx)
-	m, err := q.nc.RequestWithContext(rctx, q.next, pullRequest)
-	cancel()
+	m, err := q.pull(ctx)
 	if missing(err) {
 		return none, opErr("lease", none, q.recreate(ctx))
 	}
@@ -604,6 +602,35 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	}
 	d.Token, d.Attempt, d.Receipt = meta.delivered, int(meta.delivered), m.Reply
 	return d, nil
+}
+
+// pull sends the pull request with a reply subscription of its own and waits
+// for its one answer. The server delivers a pulled message under the
+// message's own subject on the requester's subscription, so nats.go's shared
+// request inbox cannot route it by subject (it falls back to "the only
+// request waiting", which does not hold with concurrent requests or with one
+// that failed to send): the answer is matched by subscription, as
+// jetstream.Fetch does.
+func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
+	ctx, cancel := q.reqCtx(ctx)
+	defer cancel()
+	inbox := q.nc.NewInbox()
+	sub, err := q.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := q.nc.PublishRequest(q.next, inbox, pullRequest); err != nil {
+		return nil, err
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m.Header.Get(headerStatus) == "503" {
+		return nil, natsgo.ErrNoResponders
+	}
+	return m, nil
 }
 
 // recreate re-creates the run's streams and consumer when they are gone (a
