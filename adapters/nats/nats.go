@@ -614,8 +614,11 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 	ctx, cancel := q.reqCtx(ctx)
 	defer cancel()
+	// A small channel: a sync subscription would allocate nats.go's default
+	// 64K-slot channel per pull, which costs more than the round trip.
+	ch := make(chan *natsgo.Msg, 4)
 	inbox := q.nc.NewInbox()
-	sub, err := q.nc.SubscribeSync(inbox)
+	sub, err := q.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -623,9 +626,11 @@ func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 	if err := q.nc.PublishRequest(q.next, inbox, pullRequest); err != nil {
 		return nil, err
 	}
-	m, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return nil, err
+	var m *natsgo.Msg
+	select {
+	case m = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	if m.Header.Get(headerStatus) == "503" {
 		return nil, natsgo.ErrNoResponders
