@@ -184,7 +184,8 @@ type Queue struct {
 	caps               adapters.Capabilities
 	version            string
 	ackWait            atomic.Int64 // the consumer's AckWait as last set or read, ns
-	mu                 sync.Mutex   // serialises stream and consumer changes
+	epoch              atomic.Pointer[epoch]
+	mu                 sync.Mutex // serialises stream and consumer changes
 	closed             atomic.Bool
 }
 
@@ -212,7 +213,9 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = defaultTimeout
 	}
-	nc, err := connect(url, "durachk "+runID)
+	q := &Queue{}
+	q.epoch.Store(newEpoch())
+	nc, err := connect(url, "durachk "+runID, natsgo.DisconnectErrHandler(func(*natsgo.Conn, error) { q.disconnected() }))
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +225,9 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 		return nil, fmt.Errorf("nats: %w", err)
 	}
 	s := StreamName(runID)
-	q := &Queue{nc: nc, js: js, runID: runID, stream: s, dlq: DLQStreamName(runID), evs: EventsStream(runID),
-		subj: jobsSubject(runID), dlqSubj: dlqSubject(runID), idx: indexSubject(runID),
-		next: "$JS.API.CONSUMER.MSG.NEXT." + s + "." + ConsumerName, opts: opts, version: nc.ConnectedServerVersion()}
+	q.nc, q.js, q.runID, q.stream, q.dlq, q.evs = nc, js, runID, s, DLQStreamName(runID), EventsStream(runID)
+	q.subj, q.dlqSubj, q.idx = jobsSubject(runID), dlqSubject(runID), indexSubject(runID)
+	q.next, q.opts, q.version = "$JS.API.CONSUMER.MSG.NEXT."+s+"."+ConsumerName, opts, nc.ConnectedServerVersion()
 	if err := q.ensure(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %w", err)
@@ -237,11 +240,12 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 // reconnect buffer (a publish while the connection is down fails at once, as
 // definitely not sent, instead of being sent later), endless reconnects, and
 // pings every second so that a dead link is noticed.
-func connect(url, name string) (*natsgo.Conn, error) {
-	nc, err := natsgo.Connect(url, natsgo.Name(name), natsgo.Timeout(2*time.Second),
-		natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100*time.Millisecond), natsgo.ReconnectJitter(0, 0),
+func connect(url, name string, extra ...natsgo.Option) (*natsgo.Conn, error) {
+	opts := append([]natsgo.Option{natsgo.Name(name), natsgo.Timeout(2 * time.Second),
+		natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100 * time.Millisecond), natsgo.ReconnectJitter(0, 0),
 		natsgo.ReconnectBufSize(-1), natsgo.PingInterval(time.Second), natsgo.MaxPingsOutstanding(3),
-		natsgo.NoCallbacksAfterClientClose())
+		natsgo.NoCallbacksAfterClientClose()}, extra...)
+	nc, err := natsgo.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w: %s", redactURL(url), adapters.ErrUnavailable, redactErr(err, url))
 	}
@@ -370,11 +374,48 @@ func (q *Queue) followLease(ctx context.Context, lease time.Duration) error {
 	return q.setAckWait(ctx, lease)
 }
 
+// errConnLost ends a request that was in flight when the connection broke:
+// it may or may not have been applied.
+var errConnLost = fmt.Errorf("%w: the connection to the server broke with the request in flight", adapters.ErrAmbiguous)
+
+// epoch is the life of one connection to the server: it ends when the
+// connection breaks, and with it every request then in flight. nats.go itself
+// lets such a request wait for its timeout, although its reply can no longer
+// come (a reconnect does not resend it); ending it at once says sooner that
+// its outcome is unknown.
+type epoch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newEpoch() *epoch {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &epoch{ctx, cancel}
+}
+
+// disconnected ends the current epoch (nats.go's disconnect callback).
+func (q *Queue) disconnected() {
+	q.epoch.Swap(newEpoch()).cancel(errConnLost)
+}
+
+// reqCtx bounds a request: by the caller's deadline or the request timeout,
+// and by the connection it is sent on.
 func (q *Queue) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+	stopT := func() {}
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, stopT = context.WithTimeout(ctx, q.opts.RequestTimeout)
 	}
-	return context.WithTimeout(ctx, q.opts.RequestTimeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(q.epoch.Load().ctx, func() { cancel(errConnLost) })
+	return ctx, func() { stop(); cancel(nil); stopT() }
+}
+
+// lostConn is errConnLost where err ended a request whose connection broke.
+func lostConn(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errConnLost) {
+		return errConnLost
+	}
+	return err
 }
 
 // capabilities are the documented semantics of JetStream with opts.
@@ -486,6 +527,8 @@ func classify(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, errConnLost):
+		return err
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, natsgo.ErrConnectionClosed):
@@ -549,7 +592,7 @@ func (q *Queue) publish(ctx context.Context, id string, body []byte) error {
 	defer cancel()
 	m := &natsgo.Msg{Subject: q.subj, Data: body, Header: natsgo.Header{"Nats-Msg-Id": []string{id}}}
 	_, err := q.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
-	return err
+	return lostConn(ctx, err)
 }
 
 // pullRequest asks for one message, no_wait, with a short expiry: a server
@@ -630,7 +673,7 @@ func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 	select {
 	case m = <-ch:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, lostConn(ctx, ctx.Err())
 	}
 	if m.Header.Get(headerStatus) == "503" {
 		return nil, natsgo.ErrNoResponders
@@ -691,6 +734,7 @@ func (q *Queue) respond(ctx context.Context, op string, d adapters.Delivery, bod
 	ctx, cancel := q.reqCtx(ctx)
 	defer cancel()
 	_, err = q.nc.RequestWithContext(ctx, d.Receipt, body)
+	err = lostConn(ctx, err)
 	if errors.Is(err, natsgo.ErrNoResponders) {
 		return opErr(op, d, fmt.Errorf("%w: the consumer is gone", adapters.ErrLeaseLost))
 	}
@@ -741,6 +785,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 		headerDelivered: []string{strconv.FormatUint(meta.delivered, 10)}}}
 	rctx, cancel := q.reqCtx(ctx)
 	_, err = q.js.PublishMsg(rctx, m, jetstream.WithRetryAttempts(0))
+	err = lostConn(rctx, err)
 	cancel()
 	if err != nil {
 		return opErr("dead letter", d, classify(err))

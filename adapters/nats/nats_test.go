@@ -3,7 +3,6 @@ package nats
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -258,6 +257,42 @@ func TestLostAckReplyIsAmbiguous(t *testing.T) {
 	}
 }
 
+// A request in flight when the connection breaks is ended at once as an
+// unknown outcome: its reply cannot come any more, and waiting for the
+// timeout would leave the delivery looking held by a live worker.
+func TestBrokenConnectionEndsRequestsInFlight(t *testing.T) {
+	q := newQueue(t, Options{})
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, queuetest.Job("a")); err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, testURL(t))
+	w, err := Open(ctx, px.url, q.runID, Options{RequestTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	d, err := w.Lease(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.swallow(true)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Ack(ctx, d) }()
+	time.Sleep(200 * time.Millisecond)
+	px.cut()
+	select {
+	case err := <-done:
+		if !errors.Is(err, adapters.ErrAmbiguous) {
+			t.Errorf("ack across a broken connection = %v, want ErrAmbiguous", err)
+		}
+		t.Logf("ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ack still waits 10 s after its connection broke")
+	}
+}
+
 func TestBadOptions(t *testing.T) {
 	for _, o := range []Options{{Storage: "disk"}, {Retention: "fifo"}, {Discard: "oldest"}, {MaxDeliver: -1},
 		{MaxAge: time.Second, DuplicateWindow: time.Minute}} {
@@ -368,10 +403,21 @@ func TestCallsAfterDrop(t *testing.T) {
 // proxy is a TCP proxy to the NATS server that can swallow what the server
 // sends (replies) while passing on what the client sends.
 type proxy struct {
-	ln  net.Listener
-	url string
-	mu  sync.Mutex
-	eat bool
+	ln    net.Listener
+	url   string
+	mu    sync.Mutex
+	eat   bool
+	conns []net.Conn
+}
+
+// cut closes every connection through the proxy, as a broken link would.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 func newProxy(t *testing.T, upstream string) *proxy {
@@ -399,6 +445,9 @@ func newProxy(t *testing.T, upstream string) *proxy {
 				c.Close()
 				continue
 			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
 			go func() { copyUntil(s, c, nil); s.Close() }()
 			go func() { copyUntil(c, s, p); c.Close() }()
 		}
@@ -432,5 +481,3 @@ func copyUntil(dst net.Conn, src net.Conn, p *proxy) {
 		}
 	}
 }
-
-var _ = fmt.Sprintf
