@@ -73,6 +73,7 @@ func TestServices(t *testing.T) {
 		{service: "rabbitmq", image: "rabbitmq:4.", port: "5672", health: "ping"},
 		{service: "redis", image: "redis:", port: "6379", health: "ping", command: []string{"--appendonly", "yes"}},
 		{service: "postgres", image: "postgres:", port: "5432", health: "pg_isready", command: []string{"fsync=on"}},
+		{service: "nats", image: "nats:", port: "4222", health: "js-enabled-only", command: []string{"-js"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.service, func(t *testing.T) {
@@ -154,8 +155,8 @@ func TestDurachkYAML(t *testing.T) {
 			ports[p] = true
 		}
 	}
-	if len(f.Targets) != 4 {
-		t.Errorf("%d targets, want 4 (one per broker kind)", len(f.Targets))
+	if len(f.Targets) != 5 {
+		t.Errorf("%d targets, want 5 (one per broker kind)", len(f.Targets))
 	}
 	kinds := map[string]bool{}
 	for i, tg := range f.Targets {
@@ -195,8 +196,8 @@ func TestDurachkYAML(t *testing.T) {
 		}
 		kinds[spec.Kind] = true
 	}
-	if len(kinds) != 4 {
-		t.Errorf("broker kinds %v, want four different ones", kinds)
+	if len(kinds) != 5 {
+		t.Errorf("broker kinds %v, want five different ones", kinds)
 	}
 	if su, err := url.Parse(f.Store); err != nil || su.Scheme != "postgres" || !ports[su.Port()] {
 		t.Errorf("store %q is not the compose Postgres", f.Store)
