@@ -1,4 +1,4 @@
-package contracts
+package checker
 
 import (
 	"encoding/json"
