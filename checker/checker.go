@@ -17,6 +17,7 @@ import (
 type Checker struct {
 	opts Options
 	off  map[Property]bool
+	weak Weakening
 
 	n        uint32 // operations observed
 	t0       int64
@@ -109,7 +110,7 @@ func (c *Checker) seqOf(r *rop) int64 {
 
 // New returns a checker for a history of a target with opts.
 func New(opts Options) *Checker {
-	return &Checker{opts: opts, off: disabledSet(), jobs: map[string]*job{}, keyIdx: map[string]uint32{},
+	return &Checker{opts: opts, off: disabledSet(), weak: currentWeakening(), jobs: map[string]*job{}, keyIdx: map[string]uint32{},
 		procs: map[string]*procState{}, strs: newInterner(1<<16 - 1), small: newInterner(255, knownSmall...),
 		valIdx: map[string]uint32{}, values: []string{""}, bigSeq: map[*rop]int64{}, groups: map[string][]*job{}, keyFails: map[*keyState][]*rop{}, crashPos: -1, perKind: map[Property]int{},
 		st: Stats{Redeliveries: map[string]int{}, Faults: map[string]int{}}}
@@ -618,7 +619,7 @@ func (c *Checker) extract(op *history.Op, pos uint32, j *job, p *procState) {
 		c.fill(&p.extract, op, pos, j)
 		p.extract.value, _ = c.shortID(op.Value)
 		p.hasExtr = true
-		if j.meta.Deadline > 0 && op.T > j.meta.Deadline && c.want(AfterDeadline) {
+		if j.meta.Deadline > 0 && op.T > j.meta.Deadline+c.weak.DeadlineSlack && c.want(AfterDeadline) {
 			r := c.keep(op, pos, j)
 			c.report(AfterDeadline, j, "work started after the job's deadline", []*rop{r}, nil,
 				fmt.Sprintf("%s's deadline is %s (enqueue metadata); %s started work on it %s after it",
@@ -706,7 +707,7 @@ func (j *job) budget() int32 { return j.meta.MaxAttempts * int32(max(j.enqueues,
 func (c *Checker) spendAttempt(j *job, inv, outcome *rop) {
 	j.spent++
 	c.st.SpentAttempts++
-	b := j.budget()
+	b := j.budget() + c.weak.BudgetSlack
 	if j.meta.MaxAttempts <= 0 || j.spent <= b+1 {
 		// Every spending execution up to one past the budget: the witness of
 		// an overrun holds them all.
@@ -930,6 +931,9 @@ func (c *Checker) deadLetter(op *history.Op, pos uint32, j *job, p *procState, i
 	case history.Info:
 		dec16(&j.dlOpen)
 		j.dlInfo = true
+		if j.rare().deadInfo == nil {
+			j.rareW().deadInfo = c.keep(op, pos, j)
+		}
 	}
 }
 

@@ -237,10 +237,7 @@ func (c *Checker) outcome(j *job, f Final, which string) ([]*rop, []Fact, string
 		}
 		return ops, facts, "committed"
 	case "dead":
-		ops = append(ops, j.rare().deadInv, j.deadOK)
-		if c.finals[j].storeDead > 0 {
-			facts = append(facts, deadLetterFact(f.Store.DeadLetters[c.finals[j].storeDead-1]))
-		}
+		ops, facts = c.deadEvidence(j, f)
 		return ops, facts, "dead-lettered"
 	default:
 		ops = append(ops, j.rare().cancelOK)
@@ -249,6 +246,21 @@ func (c *Checker) outcome(j *job, f Final, which string) ([]*rop, []Fact, string
 		}
 		return ops, facts, "cancelled"
 	}
+}
+
+// deadEvidence is what shows that the pipeline dead-lettered j: its
+// dead_letter call and answer, the store's record, or the broker's
+// dead-letter queue after a call whose outcome was unknown.
+func (c *Checker) deadEvidence(j *job, f Final) ([]*rop, []Fact) {
+	ops := []*rop{j.rare().deadInv, j.deadOK}
+	var facts []Fact
+	if i := c.finals[j].storeDead; i > 0 {
+		facts = append(facts, deadLetterFact(f.Store.DeadLetters[i-1]))
+	} else if j.deadOK == nil && j.brokerDLQ {
+		ops = append(ops, j.rare().deadInfo)
+		facts = append(facts, Fact{Kind: FactBrokerDLQ, Job: j.id, Mover: "pipeline"})
+	}
+	return ops, facts
 }
 
 // outcomeLine says how one outcome of j is known, the history's operation
@@ -264,6 +276,10 @@ func (c *Checker) outcomeLine(j *job, f Final, which string) string {
 	case "dead":
 		if j.deadOK != nil {
 			return fmt.Sprintf("%s was dead-lettered by the pipeline: %s", j.id, c.desc(j.deadOK))
+		}
+		if c.finals[j].storeDead == 0 {
+			return fmt.Sprintf("%s was dead-lettered by the pipeline: %s, whose outcome was unknown, and the broker's dead-letter queue holds it",
+				j.id, c.desc(j.rare().deadInv))
 		}
 		d := f.Store.DeadLetters[c.finals[j].storeDead-1]
 		return fmt.Sprintf("%s was dead-lettered by the pipeline: the store holds its dead-letter record (%s)", j.id, d.Reason)
@@ -388,11 +404,8 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	}
 	m := j.meta
 	t, reason := c.deadAt(j, f)
-	ops := append(slices.Clone(j.spends()), j.rare().deadInv, j.deadOK)
-	var facts []Fact
-	if c.finals[j].storeDead > 0 {
-		facts = append(facts, deadLetterFact(f.Store.DeadLetters[c.finals[j].storeDead-1]))
-	}
+	dops, facts := c.deadEvidence(j, f)
+	ops := append(slices.Clone(j.spends()), dops...)
 	notes := []string{"not poison", "not stubborn", "not permanent"}
 	if m.FailTransient > 0 {
 		notes[1] = fmt.Sprintf("fails only %d of its %d attempts", m.FailTransient, m.MaxAttempts)

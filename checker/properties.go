@@ -212,3 +212,34 @@ func disabledSet() map[Property]bool {
 	}
 	return out
 }
+
+// Weakening loosens two detections at their boundary, for mutation tests
+// that show the boundary sabotages (one attempt over budget, work just past
+// the deadline) are load-bearing: a checker that allows one attempt more, or
+// a slack on deadlines, must let selftest fail.
+type Weakening struct {
+	BudgetSlack   int32 // attempts allowed beyond the budget
+	DeadlineSlack int64 // ns allowed past a deadline
+}
+
+var weakening Weakening
+
+// WeakenForTest applies w until restore is called. Never call it outside a
+// test.
+func WeakenForTest(w Weakening) (restore func()) {
+	disabledMu.Lock()
+	prev := weakening
+	weakening = w
+	disabledMu.Unlock()
+	return func() {
+		disabledMu.Lock()
+		weakening = prev
+		disabledMu.Unlock()
+	}
+}
+
+func currentWeakening() Weakening {
+	disabledMu.RLock()
+	defer disabledMu.RUnlock()
+	return weakening
+}

@@ -98,6 +98,7 @@ type jobRare struct {
 	permFail  *rop
 	newCommit *rop // first commit ok with value new
 	deadInv   *rop // first dead_letter invoke (its reason)
+	deadInfo  *rop // a dead_letter call whose outcome was unknown
 	cancelOK  *rop
 	reprocOK  *rop
 	fault     *rop // the latest fault that named the job
