@@ -234,6 +234,15 @@ func WriteText(w io.Writer, v Violation, indent string) error {
 		}
 		tw.Flush()
 	}
+	// tabwriter pads a column followed by an empty last one: trim it.
+	text := b.String()
+	b.Reset()
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if strings.HasSuffix(line, "\n") {
+			line = strings.TrimRight(line[:len(line)-1], " ") + "\n"
+		}
+		b.WriteString(line)
+	}
 	for _, f := range v.Facts {
 		fmt.Fprintf(&b, "%s  fact: %s\n", indent, f)
 	}
