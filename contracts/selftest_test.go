@@ -64,6 +64,16 @@ func TestEveryPropertyHasASabotage(t *testing.T) {
 			t.Errorf("no sabotage declares %s: nothing shows it can fail", spec.Name)
 		}
 	}
+	// The checker's description of each property names its sabotages.
+	for _, c := range cs {
+		for _, s := range c.Sabotages {
+			for _, p := range s.Raises {
+				if spec, _ := checker.Lookup(p); !strings.Contains(spec.Sabotage, c.ID+"/"+s.Name) {
+					t.Errorf("checker.Properties: %s's Sabotage %q does not name %s/%s, which declares it", p, spec.Sabotage, c.ID, s.Name)
+				}
+			}
+		}
+	}
 }
 
 // The witnesses of real runs prove themselves: re-checking a violation's
