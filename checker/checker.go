@@ -33,6 +33,7 @@ type Checker struct {
 	bigSeq   map[*rop]int64
 	groups   map[string][]*job
 	keyFails map[*keyState][]*rop
+	execInv  map[*rop]*rop // spending executions' invokes that are not derived from their outcome
 	finals   map[*job]finRef
 	crashPos int64 // position of the latest broker crash; -1: none
 	chanHit  bool  // a fault was applied to the relay's channel
@@ -112,7 +113,7 @@ func (c *Checker) seqOf(r *rop) int64 {
 func New(opts Options) *Checker {
 	return &Checker{opts: opts, off: disabledSet(), weak: currentWeakening(), jobs: map[string]*job{}, keyIdx: map[string]uint32{},
 		procs: map[string]*procState{}, strs: newInterner(1<<16 - 1), small: newInterner(255, knownSmall...),
-		valIdx: map[string]uint32{}, values: []string{""}, bigSeq: map[*rop]int64{}, groups: map[string][]*job{}, keyFails: map[*keyState][]*rop{}, crashPos: -1, perKind: map[Property]int{},
+		valIdx: map[string]uint32{}, values: []string{""}, bigSeq: map[*rop]int64{}, groups: map[string][]*job{}, keyFails: map[*keyState][]*rop{}, execInv: map[*rop]*rop{}, crashPos: -1, perKind: map[Property]int{},
 		st: Stats{Redeliveries: map[string]int{}, Faults: map[string]int{}}}
 }
 
@@ -684,12 +685,28 @@ func (c *Checker) enqOK(j *job) *rop {
 	return &rop{t: j.okT, seq: j.okSeq, pos: j.okPos, job: j.idx, key: inv.key, proc: inv.proc, typ: sOK, f: uint8(c.fID(history.Enqueue))}
 }
 
-// spent returns j's spending executions.
-func (j *job) spends() []*rop {
+// spends returns j's spending executions as operations: each extract invoke,
+// then its failure or crash.
+func (c *Checker) spends(j *job) []*rop {
 	if j.spend == nil {
 		return nil
 	}
-	return *j.spend
+	out := make([]*rop, 0, 2*len(*j.spend))
+	for i := range *j.spend {
+		e := &(*j.spend)[i]
+		inv, ok := c.execInv[e.out]
+		switch {
+		case ok && inv == nil:
+			out = append(out, e.out)
+			continue
+		case !ok:
+			o := e.out
+			inv = &rop{t: e.invT, seq: e.invSeq, pos: e.invPos, job: o.job, key: o.key, proc: o.proc, token: o.token, attempt: o.attempt,
+				typ: sInvoke, f: o.f}
+		}
+		out = append(out, inv, e.out)
+	}
+	return out
 }
 
 // firstNew is j's first commit ok with value new.
@@ -712,13 +729,24 @@ func (c *Checker) spendAttempt(j *job, inv, outcome *rop) {
 		// Every spending execution up to one past the budget: the witness of
 		// an overrun holds them all.
 		if j.spend == nil {
-			j.spend = new([]*rop)
+			j.spend = new([]execution)
 		}
-		*j.spend = append(*j.spend, inv, outcome)
+		e := execution{out: outcome}
+		if inv == nil {
+			c.execInv[outcome] = nil // no invoke seen: the outcome alone
+		} else {
+			e.invT, e.invSeq, e.invPos = inv.t, inv.seq, inv.pos
+			_, big := c.bigSeq[inv]
+			if big || inv.value != 0 || inv.err != 0 || inv.target != 0 || inv.proc != outcome.proc || inv.job != outcome.job ||
+				inv.key != outcome.key || inv.token != outcome.token || inv.attempt != outcome.attempt || inv.f != outcome.f {
+				c.execInv[outcome] = inv
+			}
+		}
+		*j.spend = append(*j.spend, e)
 	}
 	if j.meta.MaxAttempts > 0 && j.spent == b+1 && c.want(OverBudget) {
 		why := []string{fmt.Sprintf("%s may spend %s (max %d per message, %s)", j.id, plural(int(b), "attempt", "attempts"), j.meta.MaxAttempts, plural(int(max(j.enqueues, 1)), "message", "messages"))}
-		sp := j.spends()
+		sp := c.spends(j)
 		for i := 0; i+1 < len(sp); i += 2 {
 			why = append(why, fmt.Sprintf("execution %d: %s, then %s", i/2+1, c.desc(sp[i]), c.desc(sp[i+1])))
 		}

@@ -405,7 +405,7 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	m := j.meta
 	t, reason := c.deadAt(j, f)
 	dops, facts := c.deadEvidence(j, f)
-	ops := append(slices.Clone(j.spends()), dops...)
+	ops := append(c.spends(j), dops...)
 	notes := []string{"not poison", "not stubborn", "not permanent"}
 	if m.FailTransient > 0 {
 		notes[1] = fmt.Sprintf("fails only %d of its %d attempts", m.FailTransient, m.MaxAttempts)

@@ -83,13 +83,23 @@ type job struct {
 	terminal *rop // first terminal operation: ack, dead_letter or cancel ok
 	fenceOp  *rop // the fence (or commit) that raised maxFence
 
-	last  rop        // the latest operation naming the job
-	dels  []delivery // its open deliveries and the latest
-	spend *[]*rop    // spending executions: extract invoke, then its failure or crash
+	last  rop          // the latest operation naming the job
+	dels  []delivery   // its open deliveries and the latest
+	spend *[]execution // spending executions
 	okT   int64
 	okSeq int32
 	okPos uint32
 	x     *jobRare
+}
+
+// execution is one spending execution: the failure or crash that ended it,
+// and its extract invoke, kept as its time, sequence and position when the
+// rest of it is the failure's (else whole, in Checker.execInv).
+type execution struct {
+	invT   int64
+	out    *rop
+	invSeq int32
+	invPos uint32
 }
 
 // jobRare holds what few jobs need.
