@@ -350,7 +350,7 @@ var Catalogue = []*Contract{
 		Sabotages: []Sabotage{
 			{Name: "deadline-ignored", What: "the worker never checks the deadline", Raises: []Property{PropAfterDeadline},
 				Pipeline: pipeline.Sabotage{IgnoreDeadline: true}},
-			{Name: "deadline-slack", What: "the worker takes a deadline as passed only half a lease after it: work starts just past it",
+			{Name: "deadline-slack", What: "the worker takes a deadline as passed only 5 s after it: work starts just past it",
 				Raises: []Property{PropAfterDeadline}, Pipeline: pipeline.Sabotage{DeadlineSlack: true}},
 			{Name: "cancel-into-dlq", What: "cancellation goes to the dead-letter queue", Raises: []Property{PropCancelledToDLQ},
 				Pipeline: pipeline.Sabotage{CancelToDLQ: true}},

@@ -86,7 +86,7 @@ type Sabotage struct {
 	// OneExtraAttempt and OneAttemptShort put the attempt budget off by one.
 	OneExtraAttempt bool `json:"one_extra_attempt,omitempty"`
 	OneAttemptShort bool `json:"one_attempt_short,omitempty"`
-	// DeadlineSlack: a deadline counts as passed only half a lease after it.
+	// DeadlineSlack: a deadline counts as passed only 5 s after it.
 	DeadlineSlack bool `json:"deadline_slack,omitempty"`
 	// RetryPermanent: the policy retries permanent errors like transient ones.
 	RetryPermanent bool `json:"retry_permanent,omitempty"`

@@ -25,6 +25,12 @@ func (s Sabotage) arm(w *Worker) {
 	}
 }
 
+// DeadlineSlack is how long after a deadline the DeadlineSlack sabotage still
+// starts work: fixed, not scaled, so that on real targets (times scaled by
+// 0.1) every late job within it is worked on, and on the embedded target none
+// is later than it.
+const DeadlineSlack = 5 * time.Second
+
 // sabotagedQueue hands the worker deliveries whose job it altered, and gives
 // the broker back the deliveries as it issued them.
 type sabotagedQueue struct {
@@ -80,7 +86,7 @@ func (q *sabotagedQueue) Lease(ctx context.Context, lease time.Duration) (adapte
 		j.MaxAttempts--
 	}
 	if q.s.DeadlineSlack && !j.Deadline.IsZero() {
-		j.Deadline = j.Deadline.Add(lease / 2)
+		j.Deadline = j.Deadline.Add(DeadlineSlack)
 	}
 	return d, nil
 }
