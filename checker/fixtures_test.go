@@ -49,6 +49,13 @@ var fixtures = []fixture{
 	{name: "lease-redelivery-broker-delivery-limit", contract: "lease.redelivery", sabotage: "broker-delivery-limit", target: "mem", want: []checker.Property{checker.MovedByBroker}},
 	{name: "retry-bounded-one-attempt-short", contract: "retry.bounded", sabotage: "one-attempt-short", target: "mem", want: []checker.Property{checker.HealthyDeadLettered}},
 	{name: "partition-ambiguous-timeout-as-unavailable", contract: "partition.ambiguous", sabotage: "timeout-as-unavailable", target: "mem", want: []checker.Property{checker.FailedButApplied}},
+	// Recorded from real processes on the local servers.
+	{name: "postgres-lease-redelivery", contract: "lease.redelivery", target: "DURACHK_PG_URL"},
+	{name: "postgres-partition-ambiguous-timeout-as-failure", contract: "partition.ambiguous", sabotage: "timeout-as-failure", target: "DURACHK_PG_URL",
+		want: []checker.Property{checker.AmbiguousResolved, checker.MultipleTerminal}},
+	{name: "redis-fencing-zombie-no-fence-check", contract: "fencing.zombie", sabotage: "no-fence-check", target: "DURACHK_REDIS_URL", want: []checker.Property{checker.StaleCommit}},
+	{name: "redis-outbox-relay-consumer-drops-events", contract: "outbox.relay", sabotage: "consumer-drops-events", target: "DURACHK_REDIS_URL",
+		want: []checker.Property{checker.EventNotApplied}},
 }
 
 func paths(name string) (ops, final string) {
