@@ -318,7 +318,7 @@ func (c *Checker) movedByBroker(j *job, f Final, committed bool) {
 		facts = append(facts, actionFact(*act))
 	}
 	facts = append(facts, Fact{Kind: FactAbsent, Job: j.id, Where: wherePipelineD})
-	ops := []*rop{c.copyLast(j), j.commitOK}
+	ops := []*rop{c.copyLast(j), j.commitOK, j.rare().fault}
 	var why []string
 	if committed {
 		cops, cfacts, _ := c.outcome(j, f, "committed")
@@ -330,6 +330,9 @@ func (c *Checker) movedByBroker(j *job, f Final, committed bool) {
 	where := "moved it on its own"
 	if j.brokerDLQ {
 		where = "holds it in its dead-letter queue"
+	}
+	if act != nil && !act.At.IsZero() {
+		where += ", moved at " + c.rel(act.At.UnixNano())
 	}
 	why = append(why, fmt.Sprintf("the broker %s (%s); no process of the pipeline dead-lettered it (no dead_letter ok in the history, no dead-letter record in the store)", where, reason),
 		"nothing the broker moves on its own is a pipeline outcome")
