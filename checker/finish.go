@@ -375,6 +375,18 @@ func (c *Checker) deadAt(j *job, f Final) (int64, string) {
 	return t, reason
 }
 
+// created is when j was created: its metadata's creation time, else its
+// first enqueue.
+func (c *Checker) created(j *job) int64 {
+	if j.meta.Created > 0 {
+		return j.meta.Created
+	}
+	if j.enqInv != nil {
+		return j.enqInv.t
+	}
+	return 0
+}
+
 // earned says why j's dead-lettering is by design, or "" if nothing the job
 // itself or the history shows justifies it.
 func (c *Checker) earned(j *job, f Final) string {
@@ -389,7 +401,7 @@ func (c *Checker) earned(j *job, f Final) string {
 		return "permanent"
 	case m.Deadline > 0 && t > m.Deadline:
 		return "past its deadline"
-	case reason == ReasonAgeExceeded && m.AgeBudget > 0 && j.enqInv != nil && t-j.enqInv.t > m.AgeBudget:
+	case reason == ReasonAgeExceeded && m.AgeBudget > 0 && t-c.created(j) > m.AgeBudget:
 		return "past its age budget"
 	case reason == pipeline.ReasonIdempotencyConflict && j.conflict:
 		return "refused: idempotency conflict"
@@ -420,8 +432,8 @@ func (c *Checker) healthyDead(j *job, f Final) {
 		notes = append(notes, "no deadline")
 	}
 	switch {
-	case reason == ReasonAgeExceeded && m.AgeBudget > 0 && j.enqInv != nil:
-		notes = append(notes, fmt.Sprintf("%s old at the dead-letter, within its age budget of %s", fmtDur(t-j.enqInv.t), fmtDur(m.AgeBudget)))
+	case reason == ReasonAgeExceeded && m.AgeBudget > 0:
+		notes = append(notes, fmt.Sprintf("%s old at the dead-letter, within its age budget of %s", fmtDur(t-c.created(j)), fmtDur(m.AgeBudget)))
 	case reason == ReasonAgeExceeded:
 		notes = append(notes, "no age budget")
 	}

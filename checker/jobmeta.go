@@ -9,10 +9,12 @@ import (
 	"github.com/durachk/durachk/pipeline"
 )
 
-// jobMeta is the part of pipeline.JobMeta the checker uses, compact: tenant
-// and group interned, the payload hash as bytes when it is 64 hex digits.
+// jobMeta is pipeline.JobMeta, compact: tenant and group interned, the
+// payload hash as bytes when it is 64 hex digits, the document id left in the
+// key. A field pipeline.JobMeta gains that jobMeta lacks only costs memory:
+// the metadata is then kept as recorded (setMeta checks the regeneration).
 type jobMeta struct {
-	Deadline, AgeBudget                 int64
+	Deadline, AgeBudget, Created        int64
 	Version, MaxAttempts, FailTransient int32
 	tenant, group                       uint16
 	hash                                [32]byte
@@ -28,7 +30,7 @@ const metaRegen = ^uint32(0)
 // setMeta stores the metadata of j's first enqueue (raw, parsed as m, under
 // key), and reports whether raw can be regenerated from what it stored.
 func (c *Checker) setMeta(j *job, m pipeline.JobMeta, raw, key string) bool {
-	jm := jobMeta{Deadline: m.Deadline, AgeBudget: m.AgeBudget, Version: int32(m.Version), MaxAttempts: int32(m.MaxAttempts),
+	jm := jobMeta{Deadline: m.Deadline, AgeBudget: m.AgeBudget, Created: m.Created, Version: int32(m.Version), MaxAttempts: int32(m.MaxAttempts),
 		FailTransient: int32(m.FailTransient), Poison: m.Poison, Stubborn: m.Stubborn, Permanent: m.Permanent}
 	exact := int(jm.Version) == m.Version && int(jm.MaxAttempts) == m.MaxAttempts && int(jm.FailTransient) == m.FailTransient
 	jm.tenant = uint16(c.strs.id(m.Tenant))
@@ -68,7 +70,7 @@ func docFromKey(key, tenant string, version int) (string, bool) {
 func (c *Checker) regenMeta(j *job, key string) string {
 	m := pipeline.JobMeta{Tenant: c.tenant(j), Version: int(j.meta.Version), MaxAttempts: int(j.meta.MaxAttempts),
 		Deadline: j.meta.Deadline, Group: c.group(j), Hash: c.hash(j), Permanent: j.meta.Permanent, Poison: j.meta.Poison,
-		Stubborn: j.meta.Stubborn, FailTransient: int(j.meta.FailTransient), AgeBudget: j.meta.AgeBudget}
+		Stubborn: j.meta.Stubborn, FailTransient: int(j.meta.FailTransient), AgeBudget: j.meta.AgeBudget, Created: j.meta.Created}
 	m.Doc, _ = docFromKey(key, m.Tenant, m.Version)
 	b, _ := json.Marshal(m)
 	return string(b)
