@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/durachk/durachk/faults"
@@ -162,7 +163,43 @@ func (c *Checker) proc(name string) *procState {
 	p := &procState{name: strings.Clone(name)}
 	p.id = uint16(c.strs.id(p.name))
 	c.procs[p.name] = p
+	c.restarted(p.name)
 	return p
+}
+
+// restarted: a process named base.N is the N-th incarnation of base, so every
+// earlier one is dead, whether or not a fault record says why: what it held
+// is not held by a live worker.
+func (c *Checker) restarted(name string) {
+	base, n, ok := incarnation(name)
+	if !ok || n < 2 {
+		return
+	}
+	for other, q := range c.procs {
+		ob, on, ok := incarnation(other)
+		if !ok || ob != base || on >= n || q.faulted {
+			continue
+		}
+		q.faulted = true
+		if q.current != nil {
+			if d := q.current.open(other, c); d != nil {
+				d.faulted = true
+			}
+		}
+	}
+}
+
+// incarnation splits "w2.3" into "w2" and 3; "w2" is incarnation 1.
+func incarnation(name string) (string, int, bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return name, 1, true
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil || n < 1 {
+		return name, 1, true
+	}
+	return name[:i], n, true
 }
 
 // fill stores op into r.
@@ -227,11 +264,11 @@ func (c *Checker) observe(op *history.Op) {
 		c.faultOp(op, pos)
 		return
 	}
+	p := c.proc(op.Process) // a new incarnation of a worker tells its predecessor died
 	if op.Job == "" {
 		return
 	}
 	j := c.job(op.Job)
-	p := c.proc(op.Process)
 	// The invoke this completion answers, if the process's previous record on
 	// the job is it.
 	invPos := pos

@@ -303,6 +303,15 @@ func cases() []testCase {
 			want:  Preempted,
 		},
 		{
+			name: "a restarted worker's predecessor held nothing any more",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1.2", Type: history.Invoke, F: history.Lease}).
+				finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
 			name: "unexplained duplicate delivery",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				finish("w1", "a", keyA, 1).
