@@ -331,7 +331,10 @@ func (c *Checker) movedByBroker(j *job, f Final, committed bool) {
 	if j.brokerDLQ {
 		where = "holds it in its dead-letter queue"
 	}
-	if act != nil && !act.At.IsZero() {
+	// A broker that records whole seconds (RabbitMQ's x-death time) says
+	// nothing finer than the history does: its time is shown only when it
+	// is finer and not before the job's enqueue.
+	if act != nil && !act.At.IsZero() && act.At.Nanosecond() != 0 && (j.enqInv == nil || act.At.UnixNano() >= j.enqInv.t) {
 		where += ", moved at " + c.rel(act.At.UnixNano())
 	}
 	why = append(why, fmt.Sprintf("the broker %s (%s); no process of the pipeline dead-lettered it (no dead_letter ok in the history, no dead-letter record in the store)", where, reason),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/durachk/durachk/checker"
@@ -33,6 +34,7 @@ type fixture struct {
 	contract string
 	sabotage string // "" for the reference pipeline
 	target   string // "mem", or the environment variable holding a real target's URL
+	knobs    string // query parameters added to that URL
 	want     []checker.Property
 }
 
@@ -56,6 +58,11 @@ var fixtures = []fixture{
 	{name: "redis-fencing-zombie-no-fence-check", contract: "fencing.zombie", sabotage: "no-fence-check", target: "DURACHK_REDIS_URL", want: []checker.Property{checker.StaleCommit}},
 	{name: "redis-outbox-relay-consumer-drops-events", contract: "outbox.relay", sabotage: "consumer-drops-events", target: "DURACHK_REDIS_URL",
 		want: []checker.Property{checker.EventNotApplied}},
+	// RabbitMQ quorum queue that dead-letters a message at its first return
+	// (x-delivery-limit 0): the broker's own move, with its x-death reason.
+	{name: "rabbit-quorum-lease-redelivery-delivery-limit", contract: "lease.redelivery", target: "DURACHK_AMQP_URL",
+		knobs: "name=rabbit-dl0&queue-arguments.x-queue-type=quorum&queue-arguments.x-delivery-limit=0&queue-arguments.x-dead-letter-exchange=dlx",
+		want:  []checker.Property{checker.MovedByBroker}},
 }
 
 func paths(name string) (ops, final string) {
@@ -85,6 +92,13 @@ func record(t *testing.T, fx fixture, got func(checker.FinalFile) []checker.Prop
 		if url == "" {
 			t.Logf("%s unset: keeping the recorded %s", fx.target, fx.name)
 			return
+		}
+		if fx.knobs != "" {
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			url += sep + fx.knobs
 		}
 		spec, err := targets.Parse(url)
 		if err != nil {
