@@ -333,6 +333,12 @@ func (c *Checker) observe(op *history.Op) {
 	case history.Reprocess:
 		c.reprocess(op, pos, j)
 	}
+	if op.F == history.Settle {
+		// The worker's bookkeeping of how a delivery ended is not a step on the
+		// job: what follows it is still what follows the call before it.
+		c.fillLast(j, p, op, pos)
+		return
+	}
 	p.lastF, p.lastType, p.lastJob, p.lastPos = op.F, op.Type, j, pos
 	p.lastInfo = nil
 	if op.Type == history.Info && (op.F == history.Commit || op.F == history.Ack) {

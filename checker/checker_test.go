@@ -492,6 +492,15 @@ func cases() []testCase {
 			want:  AmbiguousResolved,
 		},
 		{
+			name: "a commit timeout taken as failure, the worker's bookkeeping in between",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
+				pair("w1", history.Info, history.Commit, "a", keyA, 1, "", "ambiguous").
+				pair("w1", history.OK, history.Settle, "a", keyA, 1, "released", "").
+				pair("w1", history.OK, history.Nack, "a", keyA, 1, "500ms", ""),
+			final: Final{Drained: false, Broker: inventory("a")},
+			want:  AmbiguousResolved,
+		},
+		{
 			name: "a commit timeout taken as success",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
 				pair("w1", history.Info, history.Commit, "a", keyA, 1, "", "ambiguous").ack("w1", "a", keyA, 1).apply("a", keyA, "applied"),

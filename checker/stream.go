@@ -140,8 +140,6 @@ func (d *decoder) reuse(raw []byte) string {
 	return *slot
 }
 
-var errSyntax = errors.New("malformed operation")
-
 func (d *decoder) parse(line []byte, op *history.Op) error {
 	*op = history.Op{}
 	if d.fast(line, op) {
