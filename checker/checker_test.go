@@ -497,8 +497,9 @@ func cases() []testCase {
 				pair("w1", history.Info, history.Commit, "a", keyA, 1, "", "ambiguous").
 				pair("w1", history.OK, history.Settle, "a", keyA, 1, "released", "").
 				pair("w1", history.OK, history.Nack, "a", keyA, 1, "500ms", ""),
-			final: Final{Drained: false, Broker: inventory("a")},
-			want:  AmbiguousResolved,
+			final:       Final{Drained: false, Broker: inventory("a")},
+			want:        AmbiguousResolved,
+			wantUnknown: true,
 		},
 		{
 			name: "a commit timeout taken as success",
