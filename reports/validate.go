@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/redact"
@@ -38,6 +40,11 @@ func DecodeJSON(b []byte) (*Document, error) {
 	return &d, nil
 }
 
+// contractIDRE is the form of every contract id (lease.redelivery) and seed
+// scenario (scenario/poison-job); known ids are not required, so that a
+// result of an older catalogue still renders.
+var contractIDRE = regexp.MustCompile(`^([a-z][a-z0-9-]*(\.[a-z0-9-]+)+|scenario/[a-z0-9-]+)$`)
+
 // validVerdict reports whether v is one of the four verdicts.
 func validVerdict(v contracts.Verdict) bool {
 	switch v {
@@ -55,10 +62,16 @@ func (d *Document) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadResult, fmt.Sprintf(format, a...))
 	}
+	if len(d.Targets) == 0 {
+		return bad("names no target (every run measures at least one)")
+	}
 	targets := map[string]bool{}
 	for i, t := range d.Targets {
 		if t.Name == "" {
 			return bad("targets[%d]: no name", i)
+		}
+		if strings.IndexFunc(t.Name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return bad("targets[%d]: name %q holds a control character or invalid UTF-8", i, Clip(t.Name))
 		}
 		if targets[t.Name] {
 			return bad("targets[%d]: name %q used twice", i, Clip(t.Name))
@@ -74,6 +87,8 @@ func (d *Document) Validate() error {
 			return bad("results[%d]: no target", i)
 		case !targets[r.Target]:
 			return bad("%s: target %q is not among the document's targets", where, Clip(r.Target))
+		case !contractIDRE.MatchString(r.Contract):
+			return bad("%s: %q is not a contract id", where, Clip(r.Contract))
 		case !validVerdict(r.Verdict):
 			return bad("%s: verdict %q: want pass, violation, unknown or skipped", where, Clip(string(r.Verdict)))
 		}

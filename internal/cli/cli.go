@@ -91,7 +91,7 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 		return resolveMem(spec)
 	}
 	if !strings.Contains(spec, "://") {
-		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", reports.Clip(spec)))
+		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", targets.Echo(spec)))
 	}
 	s, err := targets.Parse(spec)
 	if err != nil {

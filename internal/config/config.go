@@ -253,6 +253,9 @@ func target(n *yaml.Node, idx int) (Target, error) {
 		if u, err := url.Parse(raw); err != nil || u.Scheme == "" {
 			return Target{}, fmt.Errorf("%w: %s.url: want mem or a broker URL", ErrConfig, where)
 		}
+		if strings.Contains(raw, "#") {
+			return Target{}, fmt.Errorf("%w: %s.url: a fragment (#...) is not part of a broker URL", ErrConfig, where)
+		}
 	}
 	// Append knobs in a stable order, keeping any the URL already has.
 	keys := make([]string, 0, len(t.Knobs))

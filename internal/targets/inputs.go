@@ -2,10 +2,12 @@ package targets
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/durachk/durachk/internal/redact"
 )
@@ -20,7 +22,7 @@ type StoreError struct {
 }
 
 func (e *StoreError) Error() string {
-	return fmt.Sprintf("effect store %s (of target %s): %v", redact.Clip(Redact(e.URL)), e.Target, e.Err)
+	return fmt.Sprintf("effect store %s (of target %s): %v", Echo(e.URL), e.Target, e.Err)
 }
 
 func (e *StoreError) Unwrap() error { return e.Err }
@@ -32,29 +34,76 @@ const (
 	maxHost = 253
 )
 
+// Echo is raw as an error message may repeat it: credentials masked (also in
+// a URL without a scheme, which Redact leaves alone), clipped to one short
+// line.
+func Echo(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return redact.Clip(Redact(u.Redacted()))
+	}
+	r := Redact(raw)
+	if r == raw {
+		if i := strings.LastIndex(r, "@"); i >= 0 {
+			r = redact.Mask + r[i:]
+		}
+	}
+	return redact.Clip(r)
+}
+
 // checkRaw refuses what no broker URL is, before it is parsed or echoed.
 func checkRaw(raw string) error {
 	if strings.TrimSpace(raw) == "" {
 		return fmt.Errorf("%w: empty target: want mem or a broker URL", ErrBadTarget)
 	}
 	if len(raw) > maxURL {
-		return fmt.Errorf("%w: %s: the URL is %d bytes long; durachk takes at most %d", ErrBadTarget, redact.Clip(Redact(raw)), len(raw), maxURL)
+		return fmt.Errorf("%w: %s: the URL is %d bytes long; durachk takes at most %d", ErrBadTarget, Echo(raw), len(raw), maxURL)
+	}
+	if !utf8.ValidString(raw) {
+		return fmt.Errorf("%w: %s: the URL is not valid UTF-8", ErrBadTarget, Echo(raw))
 	}
 	if strings.IndexFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-		return fmt.Errorf("%w: %s: the URL holds a control character", ErrBadTarget, redact.Clip(Redact(raw)))
+		return fmt.Errorf("%w: %s: the URL holds a control character", ErrBadTarget, Echo(raw))
+	}
+	if strings.ContainsAny(raw, " \u00a0") {
+		return fmt.Errorf("%w: %s: the URL holds a space (write %%20 in a value)", ErrBadTarget, Echo(raw))
 	}
 	return nil
+}
+
+// validHost accepts a DNS name (letters, digits, '-', '_', '.'), an IPv4
+// address or a bracketed IPv6 address (url.URL.Hostname strips the brackets).
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkURL refuses a host longer than DNS allows and a knob given twice (the
 // URL's query would keep the first silently).
 func checkURL(raw string, u *url.URL) error {
 	if h := u.Hostname(); len(h) > maxHost {
-		return fmt.Errorf("%w: %s: the host name is %d bytes long; a host name has at most %d", ErrBadTarget, redact.Clip(Redact(raw)), len(h), maxHost)
+		return fmt.Errorf("%w: %s: the host name is %d bytes long; a host name has at most %d", ErrBadTarget, Echo(raw), len(h), maxHost)
+	}
+	if strings.Contains(raw, "#") {
+		return fmt.Errorf("%w: %s: a fragment (#...) is not part of a broker URL", ErrBadTarget, Echo(raw))
+	}
+	if h := u.Hostname(); !validHost(h) {
+		return fmt.Errorf("%w: %s: host %q: want a host name or an IP address", ErrBadTarget, Echo(raw), redact.Clip(h))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: %s: port %q: want 1 to 65535", ErrBadTarget, Echo(raw), redact.Clip(p))
+		}
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return fmt.Errorf("%w: %s: query: %v", ErrBadTarget, redact.Clip(Redact(u.Redacted())), err)
+		return fmt.Errorf("%w: %s: query: %v", ErrBadTarget, Echo(u.String()), err)
 	}
 	keys := make([]string, 0, len(q))
 	for k := range q {
@@ -63,10 +112,10 @@ func checkURL(raw string, u *url.URL) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if k == "" {
-			return fmt.Errorf("%w: %s: a query parameter without a name", ErrBadTarget, redact.Clip(Redact(u.Redacted())))
+			return fmt.Errorf("%w: %s: a query parameter without a name", ErrBadTarget, Echo(u.String()))
 		}
 		if len(q[k]) > 1 {
-			return fmt.Errorf("%w: %s: setting %q given %d times", ErrBadTarget, redact.Clip(Redact(u.Redacted())), redact.Clip(k), len(q[k]))
+			return fmt.Errorf("%w: %s: setting %q given %d times", ErrBadTarget, Echo(u.String()), redact.Clip(k), len(q[k]))
 		}
 	}
 	return nil

@@ -115,11 +115,11 @@ func Parse(raw string) (Spec, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, redact.Clip(Redact(raw)))
+		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Echo(raw))
 	}
 	k, ok := kinds[u.Scheme]
 	if !ok {
-		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, redact.Clip(Redact(raw)), redact.Clip(u.Scheme), schemes())
+		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Echo(raw), redact.Clip(u.Scheme), schemes())
 	}
 	if err := checkURL(raw, u); err != nil {
 		return Spec{}, err
