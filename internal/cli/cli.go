@@ -262,6 +262,9 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 // Selftest runs every sabotage of the selected contracts and shows that the
 // checker flags each with a witness. It fails (exit 1) if any sabotage passes.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
+	if err := checkJobs(o.Jobs); err != nil {
+		return err
+	}
 	rs, err := resolveAll(ctx, &o, nil)
 	if err != nil {
 		return err

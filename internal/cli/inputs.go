@@ -22,8 +22,8 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 	if o.Out == "" {
 		return nil, nil, ConfigError(fmt.Errorf("--out: empty: name the directory for result.json and the reports"))
 	}
-	if o.Jobs < 0 || o.Jobs > maxJobs {
-		return nil, nil, ConfigError(fmt.Errorf("--jobs %d: want 1 to %d (0: each contract's default)", o.Jobs, maxJobs))
+	if err := checkJobs(o.Jobs); err != nil {
+		return nil, nil, err
 	}
 	cs, err := selection(*o)
 	if err != nil {
@@ -48,6 +48,13 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		return nil, nil, ConfigError(fmt.Errorf("%s: %w", o.Baseline, err))
 	}
 	return cs, bl, nil
+}
+
+func checkJobs(n int) error {
+	if n < 0 || n > maxJobs {
+		return ConfigError(fmt.Errorf("--jobs %d: want 1 to %d (0: each contract's default)", n, maxJobs))
+	}
+	return nil
 }
 
 // targetNames returns the names the run's targets will have, from their specs
