@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,11 @@ func TestPrivateInstanceDurability(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			addr := strings.TrimSuffix(strings.TrimPrefix(inst.URL(), "redis://"), "/0")
+			pu, err := url.Parse(inst.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := pu.Host
 			defer func() {
 				if err := inst.Stop(); err != nil {
 					t.Errorf("stop: %v", err)
@@ -113,7 +118,7 @@ func TestPrivateInstanceDurability(t *testing.T) {
 					t.Errorf("private redis-server still accepts connections on %s after Stop", addr)
 				}
 			}()
-			if pspec.URL == spec.URL || !strings.HasPrefix(pspec.URL, "redis://127.0.0.1:") {
+			if pspec.URL == spec.URL || pu.Hostname() != "127.0.0.1" {
 				t.Fatalf("private spec URL %q", pspec.URL)
 			}
 			q, err := targets.OpenQueue(ctx, pspec)
@@ -227,13 +232,14 @@ func TestCleanupDeletesOnlyRunKeys(t *testing.T) {
 		}
 	}
 	k, _ := targets.Lookup("redis")
-	pspec.StoreURL = "" // the shared effect store is not this test's to clean
-	removed, err := k.Cleanup(ctx, pspec)
+	// The kind's part only: the shared effect store is not this test's to clean.
+	removed, err := k.Cleanup(ctx, pspec, targets.Scope{Live: func(string) bool { return false }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(removed) != "[redis key durachk:tcleanup:stream]" {
-		t.Errorf("removed %v, want the run's stream only", removed)
+	slices.Sort(removed)
+	if fmt.Sprint(removed) != "[redis key durachk:tcleanup:ids redis key durachk:tcleanup:stream]" {
+		t.Errorf("removed %v, want the run's stream and entry index only", removed)
 	}
 	for _, k := range keep {
 		if n, err := rdb.Exists(ctx, k).Result(); err != nil || n != 1 {
