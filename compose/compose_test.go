@@ -227,26 +227,11 @@ func loadTargets(t *testing.T, c composeFile) (*config.Config, []yamlTarget) {
 	return cfg, out
 }
 
-// parse parses a target's URL as durachk does. A build without broker
-// control (before control.* knobs exist) is told apart: its knobs are then
-// checked without them, and the control commands by TestControlCommands.
+// parse parses a target's URL (control commands included) as durachk does.
 func parse(t *testing.T, yt yamlTarget) targets.Spec {
 	t.Helper()
 	s, err := targets.Parse(yt.URL)
-	if err == nil || !strings.Contains(err.Error(), `"control.`) {
-		if err != nil {
-			t.Fatalf("target %s: %v", yt.Name, err)
-		}
-		return s
-	}
-	t.Logf("target %s: this build has no control knobs; its other knobs are checked without them", yt.Name)
-	q := yt.u.Query()
-	for _, k := range controlKnobs {
-		q.Del(k)
-	}
-	u := *yt.u
-	u.RawQuery = q.Encode()
-	if s, err = targets.Parse(u.String()); err != nil {
+	if err != nil {
 		t.Fatalf("target %s: %v", yt.Name, err)
 	}
 	return s

@@ -176,6 +176,7 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "unknown knob", args: []string{"run", "--target", "redis://127.0.0.1:6379/0?no_such=1"}, want: `unknown setting "no_such"`},
 		{name: "bad query escape", args: []string{"run", "--target", "redis://127.0.0.1:6379/0?a=%zz"}, want: `invalid URL escape "%zz"`},
 		{name: "long host name", args: []string{"run", "--target", "redis://" + strings.Repeat("h", 300) + ":6379/0"}, want: "a host name has at most 253"},
+		{name: "space in the host", args: []string{"run", "--target", "redis://127.0.0.1 x:6379/0"}, want: "a space before the query"},
 		{name: "control character in a URL", args: []string{"run", "--target", "redis://127.0.0.1:6379/0\nx"}, want: "control character"},
 		{name: "unknown broker kind", args: []string{"run", "--target", "kafka://127.0.0.1:9092"}, want: `unknown broker kind "kafka"`},
 		{name: "not a URL", args: []string{"run", "--target", "nonsense"}, want: `target "nonsense": want mem or a broker URL`},

@@ -25,6 +25,8 @@ var parseSeeds = []string{
 	"redis://127.0.0.1:6379/0?fifo=1&fifo=2",
 	"kafka://127.0.0.1:9092",
 	"redis://[::1]:6379/0",
+	"redis://127.0.0.1:6379/0?control.kill=docker kill -s KILL durachk-redis&control.start=docker start durachk-redis&control.timeout=90s",
+	"postgres://127.0.0.1:5432/test?control.kill=docker+kill+-s+KILL+pg&control.start=docker+start+pg&control.pause=docker+pause+pg&control.resume=docker+unpause+pg",
 	"amqp://%zz@h/",
 	"",
 }
@@ -52,8 +54,8 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if !utf8.ValidString(raw) || strings.ContainsAny(raw, " \t\n") {
-			t.Fatalf("Parse(%q) accepted a URL with invalid UTF-8 or a space", raw)
+		if base, _, _ := strings.Cut(raw, "?"); !utf8.ValidString(raw) || strings.ContainsAny(raw, "\t\n") || strings.Contains(base, " ") {
+			t.Fatalf("Parse(%q) accepted a URL with invalid UTF-8, a control character or a space outside the query", raw)
 		}
 		if _, ok := Lookup(s.Kind); !ok || s.Name == "" || s.URL == "" || s.StoreURL == "" {
 			t.Fatalf("Parse(%q) = %+v: want a registered kind, a name, a URL and a store", raw, s)

@@ -64,8 +64,10 @@ func checkRaw(raw string) error {
 	if strings.IndexFunc(raw, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("%w: %s: the URL holds a control character", ErrBadTarget, Echo(raw))
 	}
-	if strings.ContainsAny(raw, " \u00a0") {
-		return fmt.Errorf("%w: %s: the URL holds a space (write %%20 in a value)", ErrBadTarget, Echo(raw))
+	// A space may stand in a knob's value (control.kill=docker kill -s KILL c),
+	// never in the scheme, host or path.
+	if base, _, _ := strings.Cut(raw, "?"); strings.ContainsAny(base, " \u00a0") {
+		return fmt.Errorf("%w: %s: a space before the query (host, port or path)", ErrBadTarget, Echo(raw))
 	}
 	return nil
 }
