@@ -63,7 +63,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// durachk is killed right now.
 	release, err := targets.HoldRun(ctx, probe)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
