@@ -63,7 +63,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// durachk is killed right now.
 	release, err := targets.HoldRun(ctx, probe)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
@@ -80,8 +80,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.Teardown(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(ctx, probe); err != nil {
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	// The store is another server: name it, not the target, when it fails.
+	if err := targets.TeardownStore(ctx, probe); err != nil {
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
