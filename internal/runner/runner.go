@@ -166,6 +166,9 @@ type child struct {
 	exited           bool
 	stoppedAt        time.Time
 	stoppedJob       string
+	// resumedAt: a zombie was resumed and has not yet gone back to leasing:
+	// the run is not over while its stale commit or ack may still come.
+	resumedAt time.Time
 }
 
 type run struct {
@@ -617,9 +620,18 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	}
 }
 
+// anyStopped reports whether a worker is stopped, or was resumed and has not
+// yet finished what it held (it has not leased again, bounded by ten leases).
 func (r *run) anyStopped() bool {
 	for _, c := range r.slots {
 		if !c.stoppedAt.IsZero() {
+			return true
+		}
+		if !c.resumedAt.IsZero() {
+			if c.exited || r.tail.leasedAt[c.name] > c.resumedAt.UnixNano() || time.Since(c.resumedAt) > 10*r.sc.Lease {
+				c.resumedAt = time.Time{}
+				continue
+			}
 			return true
 		}
 	}
@@ -694,7 +706,7 @@ func (r *run) resumeZombies() {
 			if held > r.sc.Lease && (r.tail.fencedByOther(c.stoppedJob, c.name) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
-				c.stoppedAt = time.Time{}
+				c.stoppedAt, c.resumedAt = time.Time{}, time.Now()
 			}
 		}
 	}
