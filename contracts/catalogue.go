@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -92,6 +93,22 @@ func firstOf(reasons ...string) string {
 		}
 	}
 	return ""
+}
+
+// BrokerFaultsNote starts the capability note in which a target says why the
+// harness cannot kill its broker; the skip of a broker-fault contract quotes it.
+const BrokerFaultsNote = "broker faults: "
+
+func brokerKill(c adapters.Capabilities) string {
+	if c.BrokerKill {
+		return ""
+	}
+	for _, n := range c.Notes {
+		if why, ok := strings.CutPrefix(n, BrokerFaultsNote); ok {
+			return "the harness cannot kill and restart this broker: " + why
+		}
+	}
+	return "the harness cannot kill and restart this broker"
 }
 
 // Catalogue is every contract, in a stable order. Its IDs are stable: reports and
@@ -361,7 +378,7 @@ var Catalogue = []*Contract{
 		Claim:      "an enqueue the broker acknowledged survives kill -9 and restart of the broker",
 		Motivation: "brokers acknowledge before the write is durable unless configured otherwise (Redis appendonly, RabbitMQ transient messages)",
 		Labels:     []string{"fault:broker-kill"},
-		Needs:      needs("the harness cannot kill and restart this broker", func(c adapters.Capabilities) bool { return c.BrokerKill }),
+		Needs:      brokerKill,
 		Scenario: func(seed uint64, n int) Scenario {
 			sc := base("broker killed mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = time.Second })

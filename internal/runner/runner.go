@@ -72,7 +72,11 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
-	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.caps.Notes = append(t.caps.Notes, contracts.BrokerFaultsNote+err.Error())
+	} else {
+		t.caps.BrokerKill = true
+	}
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
