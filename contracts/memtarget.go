@@ -87,7 +87,8 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 		return &pipeline.Env{Process: name, Rec: log, Now: s.Now, Sleep: sim.Sleep}
 	}
 	ctl := newEnv("controller")
-	q := mem.New(mem.Options{Now: s.Now, FIFO: !sab.BreakOrder, DeliveryLimit: t.DeliveryLimit, Volatile: sab.Volatile, BreakOrder: sab.BreakOrder})
+	q := mem.New(mem.Options{Now: s.Now, FIFO: !sab.BreakOrder, DeliveryLimit: max(t.DeliveryLimit, sab.DeliveryLimit), Volatile: sab.Volatile,
+		BreakOrder: sab.BreakOrder, UnfencedAck: sab.UnfencedAck})
 	store := pipeline.NewMemStore(sab.Store)
 	links := faults.Links(sc.Plan, start, run.Seed)
 	gq := &gatedQueue{Queue: q, gate: gate{link: links[faults.LinkBroker], env: ctl, now: s.Now}}
@@ -127,7 +128,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 					name = fmt.Sprintf("%s.%d", slot, inc)
 				}
 				w := &pipeline.Worker{Env: newEnv(name), Queue: gq, Store: gs, Hooks: hooks, Lease: sc.Lease, Poll: sc.Poll,
-					Sabotage: sab.Pipeline, CommitRetries: 3,
+					Sabotage: sab.Pipeline,
 					Policy: &pipeline.Policy{Base: 500 * time.Millisecond, Max: 5 * time.Second, Unbounded: sab.Pipeline.UnboundedRetry,
 						Rand: rand.New(rand.NewPCG(run.Seed, uint64(i*1000+inc)))}}
 				p := s.Spawn(ctx, name, func(ctx context.Context) { _ = w.Run(ctx) })

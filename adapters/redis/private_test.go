@@ -86,7 +86,10 @@ func TestPrivateInstanceDurability(t *testing.T) {
 		volatile     bool
 		wantSurvived int
 	}{
-		{"AOF everysec (default profile)", "redis://127.0.0.1:6379/0", false, 3},
+		// No case for the default profile (appendfsync everysec): Redis answers
+		// before it writes the AOF buffer while a background fsync is slow
+		// ("postponed AOF write"), so a kill -9 may lose acknowledged writes. How
+		// many depends on the disk at that moment: no survival count is honest.
 		{"AOF always", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes&private-instance.appendfsync=always", false, 3},
 		{"appendonly no", "redis://127.0.0.1:6379/0?private-instance.appendonly=no&private-instance.save=", false, 0},
 		{"no-persistence negative control", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes", true, 0},

@@ -153,7 +153,7 @@ func Child(ctx context.Context, configPath string) error {
 	switch cfg.Role {
 	case RoleWorker:
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
-			Sabotage: cfg.Sabotage, CommitRetries: 3, CallTimeout: 3 * cfg.Lease,
+			Sabotage: cfg.Sabotage, CallTimeout: 3 * cfg.Lease,
 			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
 				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))},
 			CommitAck: targets.CommitAcker(cfg.Spec, q, store)}

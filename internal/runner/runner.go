@@ -63,7 +63,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// durachk is killed right now.
 	release, err := targets.HoldRun(ctx, probe)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
@@ -72,7 +72,11 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
-	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.caps.Notes = append(t.caps.Notes, contracts.BrokerFaultsNote+err.Error())
+	} else {
+		t.caps.BrokerKill = true
+	}
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -80,8 +84,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.Teardown(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(ctx, probe); err != nil {
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	// The store is another server: name it, not the target, when it fails.
+	if err := targets.TeardownStore(ctx, probe); err != nil {
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
@@ -162,6 +170,9 @@ type child struct {
 	exited           bool
 	stoppedAt        time.Time
 	stoppedJob       string
+	// resumedAt: a zombie was resumed and has not yet gone back to leasing:
+	// the run is not over while its stale commit or ack may still come.
+	resumedAt time.Time
 }
 
 type run struct {
@@ -613,9 +624,18 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	}
 }
 
+// anyStopped reports whether a worker is stopped, or was resumed and has not
+// yet finished what it held (it has not leased again, bounded by ten leases).
 func (r *run) anyStopped() bool {
 	for _, c := range r.slots {
 		if !c.stoppedAt.IsZero() {
+			return true
+		}
+		if !c.resumedAt.IsZero() {
+			if c.exited || r.tail.leasedAt[c.name] > c.resumedAt.UnixNano() || time.Since(c.resumedAt) > 10*r.sc.Lease {
+				c.resumedAt = time.Time{}
+				continue
+			}
 			return true
 		}
 	}
@@ -690,7 +710,7 @@ func (r *run) resumeZombies() {
 			if held > r.sc.Lease && (r.tail.fencedByOther(c.stoppedJob, c.name) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
-				c.stoppedAt = time.Time{}
+				c.stoppedAt, c.resumedAt = time.Time{}, time.Now()
 			}
 		}
 	}
@@ -778,8 +798,13 @@ func scale(sc contracts.Scenario, k float64) contracts.Scenario {
 		if js.Deadline == 0 && sc.Jobs[i].Deadline > 0 {
 			js.Deadline = 1
 		}
-		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil && p.Slow > 0 {
-			p.Slow = d(p.Slow)
+		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil {
+			// The age budget is scenario time too: a job that names none gets
+			// the default, scaled.
+			if p.AgeBudget == 0 {
+				p.AgeBudget = pipeline.DefaultAgeBudget
+			}
+			p.Slow, p.AgeBudget = d(p.Slow), d(p.AgeBudget)
 			js.Job.Payload = p.Encode()
 		}
 		out.Jobs[i] = js

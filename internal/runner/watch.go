@@ -11,25 +11,30 @@ import (
 )
 
 // historyTail reads what the run's history files gained since the last read
-// and keeps what the controller decides on: each job's attempt budget and
-// executions (a crash loop on a broker that cannot count deliveries never ends
-// by itself, and its verdict, a violation, is already certain: the run stops
-// early), which processes fenced a job (a zombie is resumed once another worker
+// and keeps what the controller decides on: each job's attempt budget and the
+// executions that spent it (a crash loop on a broker that cannot count
+// deliveries never ends by itself, and its verdict, a violation, is already
+// certain: the run stops early), which processes fenced a job (a zombie is resumed once another worker
 // holds its job), and the job of each process's latest fault (the job a
 // stopped worker held). Not safe for concurrent use.
 type historyTail struct {
 	offsets   map[string]int64
 	jobs      map[string]*jobTrace
 	lastFault map[string]string // process → job of its latest fault record
+	leasedAt  map[string]int64  // process → time of its latest lease invoke
 }
 
 type jobTrace struct {
-	max, enqueues, executions int
-	fencedBy                  map[string]bool
+	max, enqueues int
+	// executions the job itself failed: its extract failed (transient or
+	// permanent) or it crashed its worker (poison). An execution the
+	// infrastructure cut short spends nothing.
+	executions int
+	fencedBy   map[string]bool
 }
 
 func newHistoryTail() *historyTail {
-	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}}
+	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}, leasedAt: map[string]int64{}}
 }
 
 // over returns a job executed more than its budget plus one, if any.
@@ -87,12 +92,21 @@ func (w *historyTail) readFile(path string) {
 		}
 		w.offsets[path] += int64(len(line))
 		var op history.Op
-		if json.Unmarshal(line, &op) != nil || op.Job == "" {
+		if json.Unmarshal(line, &op) != nil {
+			continue
+		}
+		if op.F == history.Lease && op.Type == history.Invoke {
+			w.leasedAt[op.Process] = op.T
+		}
+		if op.Job == "" {
 			continue
 		}
 		switch {
 		case op.F == history.Fault:
 			w.lastFault[op.Process] = op.Job
+			if op.Value == "crash" && op.Key == string(pipeline.Poison) {
+				w.job(op.Job).executions++
+			}
 		case op.F == history.Fence && op.Type == history.OK:
 			w.job(op.Job).fencedBy[op.Process] = true
 		case op.F == history.Enqueue && op.Type == history.Invoke:
@@ -102,7 +116,7 @@ func (w *historyTail) readFile(path string) {
 			if json.Unmarshal([]byte(op.Value), &m) == nil {
 				b.max = m.MaxAttempts
 			}
-		case op.F == history.Extract && op.Type == history.Invoke:
+		case op.F == history.Extract && op.Type == history.Fail && (op.Err == "transient" || op.Err == "permanent"):
 			w.job(op.Job).executions++
 		}
 	}
