@@ -302,11 +302,21 @@ func (q *Queue) consumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
 
 // ensure creates what the run needs and does not have yet: after a restart of
 // a server without persistence the streams are gone, and the first process to
-// notice re-creates them.
+// notice re-creates them. It is idempotent: a failure for want of the server
+// (down, or the connection lost with a request in flight) is
+// adapters.ErrUnavailable, which callers retry.
 func (q *Queue) ensure(ctx context.Context) error {
+	err := q.ensureOnce(ctx)
+	if errors.Is(err, adapters.ErrAmbiguous) && !errors.Is(err, adapters.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", adapters.ErrUnavailable, err)
+	}
+	return err
+}
+
+func (q *Queue) ensureOnce(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ctx, cancel := q.reqCtx(ctx)
+	ctx, cancel := q.callCtx(ctx, 3*q.opts.RequestTimeout) // up to six requests
 	defer cancel()
 	aux := jetstream.StreamConfig{Storage: q.storage(), Replicas: q.replicas(), Retention: jetstream.LimitsPolicy,
 		MaxMsgs: -1, MaxBytes: -1, MaxMsgsPerSubject: -1, MaxConsumers: -1, Discard: jetstream.DiscardOld}
@@ -317,16 +327,16 @@ func (q *Queue) ensure(ctx context.Context) error {
 			ev.Subjects = append(ev.Subjects, ackMetricSubject(q.stream), q.idx)
 		}
 		if _, err := q.js.CreateOrUpdateStream(ctx, ev); err != nil {
-			return classify(err)
+			return classify(lostConn(ctx, err))
 		}
 	}
 	dl := aux
 	dl.Name, dl.Subjects, dl.Duplicates = q.dlq, []string{q.dlqSubj}, defaultDupWin
 	if _, err := q.js.CreateOrUpdateStream(ctx, dl); err != nil {
-		return classify(err)
+		return classify(lostConn(ctx, err))
 	}
 	if _, err := q.js.CreateOrUpdateStream(ctx, q.workConfig()); err != nil {
-		return classify(err)
+		return classify(lostConn(ctx, err))
 	}
 	c, err := q.js.Consumer(ctx, q.stream, ConsumerName)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -340,7 +350,7 @@ func (q *Queue) ensure(ctx context.Context) error {
 		c, err = q.js.CreateOrUpdateConsumer(ctx, q.stream, q.consumerConfig(wait))
 	}
 	if err != nil {
-		return classify(err)
+		return classify(lostConn(ctx, err))
 	}
 	q.ackWait.Store(int64(c.CachedInfo().Config.AckWait))
 	if q.opts.AckWait > 0 && c.CachedInfo().Config.AckWait != q.opts.AckWait {
@@ -352,7 +362,7 @@ func (q *Queue) ensure(ctx context.Context) error {
 // setAckWait updates the consumer's AckWait (mu held).
 func (q *Queue) setAckWait(ctx context.Context, d time.Duration) error {
 	if _, err := q.js.UpdateConsumer(ctx, q.stream, q.consumerConfig(d)); err != nil {
-		return classify(err)
+		return classify(lostConn(ctx, err))
 	}
 	q.ackWait.Store(int64(d))
 	return nil
@@ -398,13 +408,15 @@ func (q *Queue) disconnected() {
 	q.epoch.Swap(newEpoch()).cancel(errConnLost)
 }
 
-// reqCtx bounds a request: by the caller's deadline or the request timeout,
-// and by the connection it is sent on.
+// reqCtx bounds a request: by the caller's deadline and the request timeout,
+// whichever comes first, and by the connection it is sent on.
 func (q *Queue) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	stopT := func() {}
-	if _, ok := ctx.Deadline(); !ok {
-		ctx, stopT = context.WithTimeout(ctx, q.opts.RequestTimeout)
-	}
+	return q.callCtx(ctx, q.opts.RequestTimeout)
+}
+
+// callCtx is reqCtx for a call of several requests that may take up to d.
+func (q *Queue) callCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stopT := context.WithTimeout(ctx, d)
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(q.epoch.Load().ctx, func() { cancel(errConnLost) })
 	return ctx, func() { stop(); cancel(nil); stopT() }
@@ -731,14 +743,30 @@ func (q *Queue) respond(ctx context.Context, op string, d adapters.Delivery, bod
 	if meta.stream != q.stream {
 		return opErr(op, d, fmt.Errorf("nats: receipt of stream %s, not %s", meta.stream, q.stream))
 	}
-	ctx, cancel := q.reqCtx(ctx)
+	rctx, cancel := q.reqCtx(ctx)
 	defer cancel()
-	_, err = q.nc.RequestWithContext(ctx, d.Receipt, body)
-	err = lostConn(ctx, err)
+	_, err = q.nc.RequestWithContext(rctx, d.Receipt, body)
+	err = lostConn(rctx, err)
 	if errors.Is(err, natsgo.ErrNoResponders) {
 		return opErr(op, d, fmt.Errorf("%w: the consumer is gone", adapters.ErrLeaseLost))
 	}
-	return opErr(op, d, classify(err))
+	err = classify(err)
+	if errors.Is(err, adapters.ErrAmbiguous) && !errors.Is(err, errConnLost) && q.forgotten(ctx, meta) {
+		return opErr(op, d, fmt.Errorf("%w: the consumer no longer knows this delivery (stream sequence %d is past what it has delivered: its state went back, e.g. in a server restart) and ignores calls on it; the message will be delivered again", adapters.ErrLeaseLost, meta.streamSeq))
+	}
+	return opErr(op, d, err)
+}
+
+// forgotten reports whether the consumer's delivered pointer is below the
+// delivery's stream sequence: a server whose consumer state went back (a
+// restart loses up to 100 ms of it) drops an ack, nak or term "above its
+// pointer" without applying it and without a reply (nats-server 2.10+), and
+// delivers the message again.
+func (q *Queue) forgotten(ctx context.Context, meta ackMeta) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.opts.RequestTimeout/2)
+	defer cancel()
+	c, err := q.js.Consumer(ctx, q.stream, ConsumerName)
+	return err == nil && c.CachedInfo().Delivered.Stream < meta.streamSeq
 }
 
 // Ack is AckSync: +ACK as a request, answered once the server applied it. The
@@ -809,7 +837,7 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	if q.closed.Load() {
 		return inv, opErr("inspect", none, adapters.ErrClosed)
 	}
-	ctx, cancel := q.reqCtx(ctx)
+	ctx, cancel := q.callCtx(ctx, 10*q.opts.RequestTimeout) // one request per message left
 	defer cancel()
 	present, err := q.read(ctx, q.stream, q.subj)
 	if err != nil {
@@ -821,7 +849,7 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
 		case err != nil:
-			return inv, opErr("inspect", none, classify(err))
+			return inv, opErr("inspect", none, classify(lostConn(ctx, err)))
 		default:
 			delivered = c.CachedInfo().Delivered.Stream
 		}
@@ -899,7 +927,7 @@ func (q *Queue) read(ctx context.Context, stream, subject string) ([]*jetstream.
 		return nil, nil
 	}
 	if err != nil {
-		return nil, classify(err)
+		return nil, classify(lostConn(ctx, err))
 	}
 	st := s.CachedInfo().State
 	if st.Msgs == 0 {
@@ -912,7 +940,7 @@ func (q *Queue) read(ctx context.Context, stream, subject string) ([]*jetstream.
 			break
 		}
 		if err != nil {
-			return nil, classify(err)
+			return nil, classify(lostConn(ctx, err))
 		}
 		out = append(out, m)
 		seq = m.Sequence + 1
