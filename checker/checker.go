@@ -445,12 +445,19 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	}
 	// A fault on a process (or on its slot's link: "w2" covers "w2.3")
 	// explains what happens to the delivery it holds.
+	deadly := (op.Value == "kill" || strings.HasPrefix(op.Value, "crash")) && op.Key != string(pipeline.Poison)
 	for name, p := range c.procs {
 		if p.current == nil || !(name == op.Target || strings.HasPrefix(name, op.Target+".")) {
 			continue
 		}
 		if d := p.current.open(name, c); d != nil {
 			d.faulted = true
+			// A worker that dies holding a job looks like poison to the
+			// pipeline, which must count it to bound a crash loop: keep the
+			// deaths that justify a dead-letter at the budget.
+			if j := p.current; deadly && len(j.rareW().deaths) <= int(j.budget()) {
+				j.x.deaths = append(j.x.deaths, c.keep(op, pos, j))
+			}
 		}
 	}
 }

@@ -151,6 +151,27 @@ func cases() []testCase {
 			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
 		},
 		{
+			// The pipeline counts a worker that died holding the job, to bound a
+			// crash loop: dead-lettering at the budget after such deaths is by design.
+			name: "dead-lettered after its holders died",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, meta("acme", "doc-a", 3))
+				for i, w := range []string{"w1", "w2", "w3"} {
+					h.deliver(w, "a", keyA, uint64(i+1)).fault("kill", w)
+				}
+				return h.deliver("w4", "a", keyA, 4).deadLetter("w4", "a", keyA, 4, pipeline.ReasonMaxAttempts)
+			}(),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
+		},
+		{
+			name: "dead-lettered after one death",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).fault("kill", "w1").
+				deliver("w2", "a", keyA, 2).deadLetter("w2", "a", keyA, 2, pipeline.ReasonMaxAttempts),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
+			want:  HealthyDeadLettered,
+		},
+		{
 			name: "permanent error retried",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).pair("w1", history.Fail, history.Extract, "a", keyA, 1, "", "permanent").

@@ -412,8 +412,19 @@ func (c *Checker) earned(j *job, f Final) string {
 		return "refused: invalid job"
 	case m.MaxAttempts > 0 && j.spent >= j.budget():
 		return "spent its attempts on its own failures"
+	case m.MaxAttempts > 0 && reason == pipeline.ReasonMaxAttempts && j.spent+c.deaths(j) >= j.budget():
+		return "its attempts went to its own failures and to workers that died holding it (a crash cannot be told from poison)"
 	}
 	return ""
+}
+
+// deaths is how many processes died holding j (kills and crashes outside the
+// poison point).
+func (c *Checker) deaths(j *job) int32 {
+	if j.x == nil {
+		return 0
+	}
+	return int32(len(j.x.deaths))
 }
 
 func (c *Checker) healthyDead(j *job, f Final) {
@@ -424,6 +435,9 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	t, reason := c.deadAt(j, f)
 	dops, facts := c.deadEvidence(j, f)
 	ops := append(c.spends(j), dops...)
+	if j.x != nil {
+		ops = append(ops, j.x.deaths...)
+	}
 	notes := []string{"not poison", "not stubborn", "not permanent"}
 	if m.FailTransient > 0 {
 		notes[1] = fmt.Sprintf("fails only %d of its %d attempts", m.FailTransient, m.MaxAttempts)
@@ -442,7 +456,7 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	}
 	why := []string{
 		fmt.Sprintf("%s's enqueue metadata: %s", j.id, strings.Join(notes, ", ")),
-		fmt.Sprintf("it spent %d of its %d attempts on its own failures; the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.budget()),
+		fmt.Sprintf("it spent %d of its %d attempts on its own failures, and %d of its holders died holding it; the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.budget(), c.deaths(j)),
 	}
 	how := fmt.Sprintf("the store holds its dead-letter record (reason %s)", reason)
 	if j.deadOK != nil {

@@ -112,7 +112,10 @@ type jobRare struct {
 	cancelOK  *rop
 	reprocOK  *rop
 	fault     *rop // the latest fault that named the job
-	enqOK     *rop // the first enqueue ok, when it is not derived from the invoke
+	// deaths are the kills and crashes (not at the poison point) of processes
+	// while they held the job, up to one past its budget.
+	deaths []*rop
+	enqOK  *rop // the first enqueue ok, when it is not derived from the invoke
 	// For grouped jobs of a FIFO target: the first lease, and the position of
 	// the invoke of the terminal operation.
 	firstLease *rop
