@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/runner"
@@ -211,6 +212,18 @@ func run(args []string) error {
 		},
 	}
 
+	var natsDir string
+	natsServerCmd := &cobra.Command{
+		Use:    natsserver.Command,
+		Short:  "Serve a private NATS JetStream server (started by durachk itself; config on stdin)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return natsserver.Main(natsDir, os.Stdin)
+		},
+	}
+	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
+
 	var ko cli.CheckOptions
 	var fifo, fencedAck, relayRan, approx bool
 	checkCmd := &cobra.Command{
@@ -263,7 +276,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd)
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
