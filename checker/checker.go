@@ -266,6 +266,9 @@ func (c *Checker) observe(op *history.Op) {
 	}
 	p := c.proc(op.Process) // a new incarnation of a worker tells its predecessor died
 	if op.Job == "" {
+		if op.F == history.Lease && op.Type == history.Invoke {
+			p.leaseInvT = op.T // a lease invoke names no job: the next lease ok is its answer
+		}
 		return
 	}
 	j := c.job(op.Job)
@@ -305,6 +308,9 @@ func (c *Checker) observe(op *history.Op) {
 		switch op.Type {
 		case history.OK:
 			c.st.Extends++
+			if d := j.open(p.name, c); d != nil {
+				d.renewed(op)
+			}
 		case history.Fail:
 			c.end(j, p, endLeaseLost, op, pos)
 		}
@@ -315,6 +321,8 @@ func (c *Checker) observe(op *history.Op) {
 	case history.Nack:
 		if op.Type != history.Invoke {
 			c.end(j, p, endNack, op, pos)
+		} else if d := j.open(p.name, c); d != nil {
+			d.nackSent = true // the broker may redeliver before the reply is recorded
 		}
 	case history.DeadLetter:
 		c.deadLetter(op, pos, j, p, invPos)
@@ -576,7 +584,8 @@ func (c *Checker) lease(op *history.Op, pos uint32, j *job, p *procState) {
 			kept = append(kept, d)
 		}
 	}
-	j.dels = append(kept, delivery{proc: r.proc, token: op.Token, lease: r})
+	j.dels = append(kept, delivery{proc: r.proc, token: op.Token, lease: r, leaseInvT: p.leaseInvT})
+	j.dels[len(j.dels)-1].renewed(op)
 	if p.current != nil && p.current != j {
 		// The process moved on: whatever it held before is abandoned.
 		if d := p.current.open(p.name, c); d != nil && d.ended == open {
@@ -591,7 +600,7 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 	prev := &j.dels[len(j.dels)-1]
 	why := ""
 	switch {
-	case prev.ended == endNack:
+	case prev.ended == endNack || prev.nackSent:
 		c.st.Redeliveries["retry"]++
 		return
 	case prev.faulted:
@@ -610,6 +619,14 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		why = "lease_expiry"
 	case prev.ended == open && j.enqueues > 1:
 		why = "duplicate_enqueue" // another message of the same job
+	case prev.ended == open && c.crashPos > int64(prev.lease.pos):
+		// The broker was killed while the job was held: a restarted broker may
+		// forget the lease (JetStream writes consumer state lazily).
+		why = "broker_restart"
+	case prev.ended == open && prev.lapsed(p.leaseInvT):
+		// The holder was renewing its lease, and its own last renewal had
+		// definitely run out when this lease was asked for: late, not preempted.
+		why = "lease_expiry"
 	case prev.ended == open:
 		why = "lease_expiry"
 		holder := c.strs.str(int(prev.proc))

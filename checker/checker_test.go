@@ -324,6 +324,43 @@ func cases() []testCase {
 			want:  Preempted,
 		},
 		{
+			name: "a nack answered after the redelivery",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Nack, Job: "a", Key: keyA, Token: 1, Value: "500ms"}).
+				finish("w2", "a", keyA, 2).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Nack, Job: "a", Key: keyA, Token: 1, Value: "500ms"}).
+				apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			name: "a lease held across a broker restart",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).fault("broker_crash", "redis").
+				finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			// A starved worker: it renewed its lease, then let its own renewal run out.
+			name: "a heartbeating holder past its own renewal",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				wait(11e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			name: "a heartbeating holder within its renewal",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				wait(5e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
+		{
 			name: "a restarted worker's predecessor held nothing any more",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).

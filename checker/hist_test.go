@@ -25,6 +25,12 @@ func (h *hist) rec(op history.Op) *hist {
 	return h
 }
 
+// wait advances the clock by d nanoseconds.
+func (h *hist) wait(d int64) *hist {
+	h.t += d
+	return h
+}
+
 func meta(tenant, doc string, max int) pipeline.JobMeta {
 	return pipeline.JobMeta{Tenant: tenant, Doc: doc, Version: 1, MaxAttempts: max, Hash: "hash-" + doc}
 }

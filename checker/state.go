@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/durachk/durachk/history"
 )
@@ -35,6 +37,34 @@ type delivery struct {
 	ended   endKind
 	info    bool // an ambiguous call happened in this delivery
 	faulted bool // a fault hit its process while it was open
+	// nackSent: a nack was invoked; its reply may come after a redelivery.
+	nackSent bool
+	// extended: the holder renewed the lease at least once. renewOK and
+	// renewFor are the latest renewal's answer time and length (ns): the
+	// lease ran out by renewOK+renewFor at the latest. leaseInvT is when the
+	// lease was asked for.
+	extended          bool
+	renewOK, renewFor int64
+	leaseInvT         int64
+}
+
+// renewed records a lease or extend ok of the delivery (its value is the
+// lease length in ms).
+func (d *delivery) renewed(op *history.Op) {
+	ms, err := strconv.ParseInt(op.Value, 10, 64)
+	if err != nil || ms <= 0 {
+		return
+	}
+	if op.F == history.Extend {
+		d.extended = true
+	}
+	d.renewOK, d.renewFor = op.T, ms*int64(time.Millisecond)
+}
+
+// lapsed reports whether a holder that was renewing its lease had let it run
+// out, by its own latest renewal, before a lease asked for at leaseInvT.
+func (d *delivery) lapsed(leaseInvT int64) bool {
+	return d.extended && d.renewFor > 0 && leaseInvT > d.renewOK+d.renewFor
 }
 
 type endKind uint8
@@ -185,6 +215,8 @@ type procState struct {
 	hasExtr  bool
 	current  *job
 	faulted  bool
+	// leaseInvT is the time of its latest lease invoke.
+	leaseInvT int64
 }
 
 // interner hands out small ids for strings that repeat; id 0 is "". A full
