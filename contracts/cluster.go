@@ -199,6 +199,10 @@ func regressions(ops []history.Op) []string {
 	return out
 }
 
+// maxPerProperty bounds the violations a contract's own property keeps
+// (the checker keeps as many of each of its own).
+const maxPerProperty = 5
+
 // clusterLimit bounds a cluster contract's run (60 s on real targets): its
 // last fault ends by 13 s, and a cluster may take 40 s more to settle (a
 // RabbitMQ autoheal under load).

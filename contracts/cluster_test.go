@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,29 @@ func TestClusterFacts(t *testing.T) {
 	if clusterFacts(ops[2:6]) != nil {
 		t.Error("facts from a history without node records")
 	}
+}
+
+// recorded is the content of a .final.json file of a recorded run.
+type recorded struct {
+	Contract string       `json:"contract"`
+	Sabotage string       `json:"sabotage,omitempty"`
+	Seed     uint64       `json:"seed"`
+	Final    Final        `json:"final"`
+	Check    CheckOptions `json:"check"`
+}
+
+func fixturePaths(name string) (ops, final string) {
+	return filepath.Join("testdata", name+".jsonl"), filepath.Join("testdata", name+".final.json")
+}
+
+func properties(vs []Violation) []Property {
+	var out []Property
+	for _, v := range vs {
+		if !slices.Contains(out, v.Property) {
+			out = append(out, v.Property)
+		}
+	}
+	return out
 }
 
 // clusterFixtures are runs recorded on real private clusters (go test

@@ -46,10 +46,14 @@ type Contract struct {
 	Properties func(ops []history.Op, final Final) []Violation
 }
 
-// Sabotage is one deliberately broken pipeline or configuration.
+// Sabotage is one deliberately broken pipeline or configuration: the negative
+// control of the properties it declares. It counts as caught only when the
+// checker reports every one of them, each with a witness.
 type Sabotage struct {
-	Name     string                   `json:"name"`
-	What     string                   `json:"what"`
+	Name string `json:"name"`
+	What string `json:"what"`
+	// Raises are the properties the checker must report.
+	Raises   []Property               `json:"raises"`
 	Pipeline pipeline.Sabotage        `json:"pipeline,omitzero"`
 	Store    pipeline.MemStoreOptions `json:"store,omitzero"`
 	// Broker-level breakage, as configurations of the broker under test.
@@ -58,6 +62,20 @@ type Sabotage struct {
 	// Unreplicated: a replicated broker acknowledges writes before any replica
 	// has them (no WAIT, synchronous_commit=local, a classic queue).
 	Unreplicated bool `json:"unreplicated,omitempty"`
+	// DeliveryLimit: the broker dead-letters a job on its own at its n-th
+	// delivery; UnfencedAck: the broker claims fenced acks and accepts stale
+	// ones. Both break the embedded broker only (MemOnly).
+	DeliveryLimit int  `json:"delivery_limit,omitempty"`
+	UnfencedAck   bool `json:"unfenced_ack,omitempty"`
+	// MemOnly: the breakage exists on the embedded target only; on any other
+	// the sabotage is skipped with the reason.
+	MemOnly bool `json:"mem_only,omitempty"`
+	// WritableReplicas: a replicated broker's replicas take writes of their
+	// own (Redis replica-read-only no), which no primary ever sees.
+	WritableReplicas bool `json:"writable_replicas,omitempty"`
+	// Needs, if set, says why a target cannot be broken this way ("" if it can):
+	// the sabotage is then skipped there with the reason.
+	Needs func(adapters.Capabilities) string `json:"-"`
 }
 
 // JobSpec is one job of a workload.

@@ -63,10 +63,11 @@ const redisSentinelMaster = "durachk"
 
 type redisClusterProfile struct {
 	replicas, sentinels, minReplicas, maxLag int
+	writableReplicas                         bool // the negative control of partition.client
 }
 
 func redisClusterShape(s Spec) (redisClusterProfile, error) {
-	p := redisClusterProfile{replicas: 2, sentinels: 3, maxLag: 10}
+	p := redisClusterProfile{replicas: 2, sentinels: 3, maxLag: 10, writableReplicas: s.WritableReplicas}
 	for _, k := range []struct {
 		key     string
 		dst     *int
@@ -306,6 +307,9 @@ func (c *redisCluster) writeConf(n *redisNode) error {
 		"min-replicas-max-lag " + strconv.Itoa(c.prof.maxLag),
 		"maxmemory 64mb",
 		"io-threads 1",
+	}
+	if c.prof.writableReplicas {
+		lines = append(lines, "replica-read-only no")
 	}
 	if n.repl != nil && n.name != c.currentPrimary() {
 		_, rport, _ := net.SplitHostPort(n.repl.Addr())
