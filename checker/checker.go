@@ -41,7 +41,7 @@ type Checker struct {
 	// writes may block (a synchronous standby gone) and a live holder's lease
 	// may run out on it.
 	degraded bool
-	chanHit  bool  // a fault was applied to the relay's channel
+	chanHit  bool // a fault was applied to the relay's channel
 
 	vs      []Violation
 	perKind map[Property]int
