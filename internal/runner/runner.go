@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -130,9 +131,11 @@ func newRunID() string {
 	return hex.EncodeToString(b)
 }
 
-func (t *Target) logf(format string, args ...any) {
-	if t.Log != nil {
-		fmt.Fprintf(t.Log, format+"\n", args...)
+// logf writes one progress line of the run, naming its target and contract:
+// several runs may go on at once.
+func (r *run) logf(format string, args ...any) {
+	if r.t.Log != nil {
+		fmt.Fprintf(r.t.Log, "  %s %s: "+format+"\n", append([]any{r.t.Name(), r.rc.Contract}, args...)...)
 	}
 }
 
@@ -165,9 +168,14 @@ type run struct {
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
 	restart  time.Time        // when the killed instance comes back
-	tail     *historyTail     // what the children recorded so far
-	links    map[string]*faults.Link
-	proxies  map[string]*faults.Proxy // slot/upstream → proxy
+	// planned is until when the broker may not answer because the plan
+	// killed it: from the kill to a while after its restart.
+	planned time.Time
+	probe   *probe // the controller's view of the broker
+	outages []outage
+	tail    *historyTail // what the children recorded so far
+	links   map[string]*faults.Link
+	proxies map[string]*faults.Proxy // slot/upstream → proxy
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -190,24 +198,36 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	// The run is live for `durachk cleanup` until its teardown is done: the lock
 	// is released by the first defer, which runs last.
-	release, err := targets.HoldRun(ctx, r.spec)
+	release, err := bounded(setupLimit, func() (func(), error) { return targets.HoldRun(ctx, r.spec) }, func(f func()) { f() })
 	if err != nil {
 		os.RemoveAll(r.dir)
-		return ex, err
+		return ex, r.storeUnavailable(err)
 	}
 	defer release()
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
 		r.stopAll()
-		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		terr := targets.TeardownStore(tctx, r.spec)
-		if r.inst != nil {
-			terr = errors.Join(terr, r.inst.Stop()) // the queue goes with the instance
-		} else {
-			terr = errors.Join(terr, targets.TeardownQueue(tctx, r.spec))
+		limit := 30 * time.Second
+		if ex.Unavailable != "" {
+			limit = 5 * time.Second // the broker did not answer: do not wait for it long
 		}
-		if terr != nil && err == nil {
+		tctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		// Bounded even where a client does not heed tctx.
+		_, terr := bounded(limit+time.Second, func() (struct{}, error) {
+			terr := targets.TeardownStore(tctx, r.spec)
+			if r.inst != nil {
+				terr = errors.Join(terr, r.inst.Stop()) // the queue goes with the instance
+			} else {
+				terr = errors.Join(terr, targets.TeardownQueue(tctx, r.spec))
+			}
+			return struct{}{}, terr
+		}, func(struct{}) {})
+		switch {
+		case terr != nil && ex.Unavailable != "":
+			// The verdict stands (unknown); what the run left is cleanup's.
+			r.logf("teardown of run %s failed, the broker being unavailable (durachk cleanup removes what it left): %v", r.spec.RunID, terr)
+		case terr != nil && err == nil:
 			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
 		}
 		os.RemoveAll(r.dir)
@@ -216,18 +236,23 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, r.dir); err != nil {
 			return ex, err
 		}
-		t.logf("  private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
+		r.logf("private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
 	}
-	q, err := targets.OpenQueue(ctx, r.spec)
+	q, err := bounded(setupLimit, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, r.spec) }, func(q adapters.Queue) { q.Close() })
 	if err != nil {
-		return ex, err
+		if ctx.Err() != nil {
+			return ex, ctx.Err()
+		}
+		// The target answered when the run started (New): it is down now.
+		return ex, fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
 	}
-	defer q.Close()
-	store, err := targets.OpenStore(ctx, r.spec)
+	// A broker that stopped answering may not answer a close either.
+	defer func() { closeWithin(q.Close, ex.Unavailable != "") }()
+	store, err := bounded(setupLimit, func() (pipeline.Store, error) { return targets.OpenStore(ctx, r.spec) }, func(s pipeline.Store) { s.Close() })
 	if err != nil {
-		return ex, err
+		return ex, r.storeUnavailable(err)
 	}
-	defer store.Close()
+	defer func() { closeWithin(store.Close, ex.Unavailable != "") }()
 	if r.ctlHist, err = history.Create(filepath.Join(r.dir, "controller.jsonl")); err != nil {
 		return ex, err
 	}
@@ -276,6 +301,10 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	} else {
 		close(operatorDone)
 	}
+	ex.RunID = r.spec.RunID
+	if in, ok := q.(adapters.Inspector); ok {
+		r.probe = &probe{q: in}
+	}
 	drained, err := r.supervise(q, store, operatorDone)
 	if err != nil {
 		return ex, err
@@ -285,6 +314,12 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	ops, err := r.merge()
 	if err != nil {
 		return ex, err
+	}
+	if why := r.unavailable(); why != "" {
+		// The broker's final state cannot be read: the run is unknown.
+		r.logf("%s", why)
+		ex.Ops, ex.Unavailable = ops, why
+		return ex, nil
 	}
 	st, err := store.Snapshot(ctx)
 	if err != nil {
@@ -299,7 +334,85 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	caps := q.Capabilities()
 	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
-			ApproximateLeases: caps.Lease == adapters.Approximate}}, nil
+			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
+}
+
+// setupLimit bounds each step that reaches the broker or the store before a
+// run starts: a paused server accepts connections and never answers.
+const setupLimit = 20 * time.Second
+
+// bounded returns what f returns, or an error once limit has passed; what f
+// returns after that is handed to drop.
+func bounded[T any](limit time.Duration, f func() (T, error), drop func(T)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	gaveUp := make(chan struct{})
+	go func() {
+		v, err := f()
+		select {
+		case ch <- res{v, err}:
+		case <-gaveUp:
+			if err == nil {
+				drop(v)
+			}
+		}
+	}()
+	select {
+	case x := <-ch:
+		return x.v, x.err
+	case <-time.After(limit):
+		close(gaveUp)
+		// f may have delivered just now.
+		select {
+		case x := <-ch:
+			if x.err == nil {
+				drop(x.v)
+			}
+		default:
+		}
+		var zero T
+		return zero, fmt.Errorf("no answer within %s", limit)
+	}
+}
+
+// closeWithin closes a connection; when its server did not answer, it does
+// not wait more than a few seconds for the close.
+func closeWithin(closeFn func() error, unanswered bool) {
+	if !unanswered {
+		closeFn()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		closeFn()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// storeUnavailable marks an effect store error as the target's outage when
+// the store is the broker's own Postgres server (it answered when the run
+// started); another store's error stays the harness's.
+func (r *run) storeUnavailable(err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if r.spec.Kind == "postgres" && sameServer(r.spec.URL, r.spec.StoreURL) {
+		return fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
+	}
+	return err
+}
+
+func sameServer(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
 }
 
 // assignFaults hands the plan's crash and pause points to the processes: relay
@@ -483,8 +596,19 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 				return false, fmt.Errorf("restart of the private broker: %w", err)
 			}
 			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_restart", Target: r.spec.Kind})
+			// The controller's connection comes back within a few probes.
+			r.planned = time.Now().Add(plannedGrace)
+		}
+		if r.watchBroker(now) {
+			return false, nil
 		}
 		if err := r.reap(); err != nil {
+			if r.brokerDown(time.Now()) {
+				// A child gave up on a broker that stopped answering: that
+				// is the outage, found by the probe, not the harness failing.
+				r.endOutage(time.Now())
+				return false, nil
+			}
 			return false, err
 		}
 		r.tail.read(r.hists)
@@ -495,7 +619,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		if now.Sub(lastWatch) > time.Second {
 			lastWatch = now
 			if job, over := r.tail.over(); over {
-				r.t.logf("  stopping early: job %s was executed beyond its attempt budget", job)
+				r.logf("stopping early: job %s was executed beyond its attempt budget", job)
 				return false, nil
 			}
 		}
@@ -518,6 +642,181 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	}
 }
 
+// Broker outages. The controller asks the broker over its own connection,
+// every probeEvery, whether it answers (an Inspect). The plan's faults never
+// touch that connection (the links it breaks are the children's, through
+// proxies) except a planned broker kill, whose window is known. So a broker
+// that stops answering outside that window is an outage: a fault nobody
+// planned, during which the run measures nothing it claims. Its window goes
+// into the history (broker_unavailable, broker_available); one that lasts
+// outageLimit ends the run, which is then unknown, and lets the rest of a
+// durachk run go on instead of waiting out the contract's time limit.
+const (
+	probeEvery   = 250 * time.Millisecond
+	probeTimeout = 2 * time.Second // a probe unanswered this long counts as failed from its start
+	outageLimit  = 4 * time.Second
+	plannedGrace = 3 * time.Second // after a planned restart, for the controller to reconnect
+)
+
+// probe asks the broker, one Inspect at a time, whether it answers.
+type probe struct {
+	q       adapters.Inspector
+	mu      sync.Mutex
+	running bool
+	started time.Time // of the probe in flight, or of the last one
+	failing time.Time // start of the failed probes in a row; zero: answering
+	err     error     // of the last failed probe
+}
+
+// tick starts a probe when it is time and none is in flight.
+func (p *probe) tick(ctx context.Context, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running || now.Sub(p.started) < probeEvery {
+		return
+	}
+	p.running, p.started = true, now
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		_, err := p.q.Inspect(pctx)
+		cancel()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.running = false
+		switch {
+		case ctx.Err() != nil:
+		case err == nil:
+			p.failing = time.Time{}
+		case p.failing.IsZero():
+			p.failing, p.err = now, err
+		default:
+			p.err = err
+		}
+	}()
+}
+
+// down returns since when the broker has not answered; zero: it answers.
+func (p *probe) down(now time.Time) (time.Time, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.failing.IsZero() {
+		return p.failing, p.err
+	}
+	if p.running && now.Sub(p.started) > probeTimeout {
+		return p.started, fmt.Errorf("no answer within %s", probeTimeout)
+	}
+	return time.Time{}, nil
+}
+
+// outage is a period during which the broker did not answer the controller.
+type outage struct {
+	from, to time.Time
+	open     bool // still not answering when the run ended
+	err      error
+}
+
+// unplannedSince returns since when the broker has not answered, outside the
+// plan's own broker faults; zero: it answers (or is down as planned).
+func (r *run) unplannedSince(now time.Time) (time.Time, error) {
+	if r.probe == nil || !r.restart.IsZero() {
+		return time.Time{}, nil
+	}
+	from, err := r.probe.down(now)
+	if from.IsZero() {
+		return from, nil
+	}
+	if from.Before(r.planned) {
+		if now.Before(r.planned) {
+			return time.Time{}, nil
+		}
+		from = r.planned // down as planned, then still down
+	}
+	return from, err
+}
+
+func (r *run) brokerDown(now time.Time) bool {
+	from, _ := r.unplannedSince(now)
+	return !from.IsZero()
+}
+
+// watchBroker probes the broker, records an outage's window once it is over,
+// and reports whether the run must end: an outage has lasted outageLimit.
+func (r *run) watchBroker(now time.Time) bool {
+	if r.probe == nil {
+		return false
+	}
+	r.probe.tick(r.ctx, now)
+	from, err := r.unplannedSince(now)
+	cur := len(r.outages) > 0 && r.outages[len(r.outages)-1].open
+	switch {
+	case from.IsZero() && cur:
+		o := &r.outages[len(r.outages)-1]
+		o.to, o.open = now, false
+		r.recordAt(o.to, history.Op{Type: history.Info, F: history.Fault, Value: "broker_available", Target: "broker"})
+		r.logf("the broker answers again after %s", fmtSecs(o.to.Sub(o.from)))
+	case !from.IsZero() && !cur:
+		r.outages = append(r.outages, outage{from: from, open: true, err: err})
+		r.recordAt(from, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+		r.logf("the broker does not answer (since %s): %v", fmtSecs(from.Sub(r.start)), err)
+	case !from.IsZero():
+		r.outages[len(r.outages)-1].err = err
+	}
+	if !from.IsZero() && now.Sub(from) >= outageLimit {
+		r.endOutage(now)
+		return true
+	}
+	return false
+}
+
+// endOutage closes the current outage's window at now: the run ends with the
+// broker still not answering.
+func (r *run) endOutage(now time.Time) {
+	if len(r.outages) == 0 || !r.outages[len(r.outages)-1].open {
+		from, err := r.unplannedSince(now)
+		if from.IsZero() {
+			return
+		}
+		r.outages = append(r.outages, outage{from: from, open: true, err: err})
+		r.recordAt(from, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+	}
+	r.outages[len(r.outages)-1].to = now
+}
+
+// unavailable says why the run is unknown for an outage, or "".
+func (r *run) unavailable() string {
+	if len(r.outages) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, o := range r.outages {
+		p := fmt.Sprintf("broker unavailable for %s from %s", fmtSecs(o.to.Sub(o.from)), fmtSecs(o.from.Sub(r.start)))
+		if o.open {
+			p += " (still not answering when the run ended"
+			if o.err != nil {
+				p += ": " + o.err.Error()
+			}
+			p += ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ") + ": an outage nobody planned, so the run measured nothing it claims"
+}
+
+// recordAt writes a controller record stamped at, not now: an outage is
+// known only once it has lasted a while.
+func (r *run) recordAt(at time.Time, op history.Op) {
+	(&pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: func() time.Time { return at }}).Record(op)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func fmtSecs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
 func (r *run) anyStopped() bool {
 	for _, c := range r.slots {
 		if !c.stoppedAt.IsZero() {
@@ -536,14 +835,15 @@ func (r *run) applyTimed(f faults.Fault) {
 		}
 		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "kill", Target: c.name})
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		r.t.logf("  killed %s", c.name)
+		r.logf("killed %s", c.name)
 	case faults.BrokerCrash:
 		if r.inst == nil {
 			return
 		}
 		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_crash", Target: r.spec.Kind})
+		r.planned = time.Now().Add(f.For + plannedGrace + time.Hour) // until the restart says
 		if err := r.inst.Kill(); err != nil {
-			r.t.logf("  broker kill: %v", err)
+			r.logf("broker kill: %v", err)
 		}
 		r.restart = time.Now().Add(f.For)
 	}
