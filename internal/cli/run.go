@@ -275,14 +275,14 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	runID := newRunID()
 	parallel := o.Parallel
 	if parallel == 0 {
-		parallel = DefaultParallel(ts)
+		parallel = DefaultParallel
 	}
 	planned := len(ts) * len(cs)
 	trials := ""
 	if o.Trials > 1 {
 		trials = fmt.Sprintf(", %d trials each", o.Trials)
 	}
-	fmt.Fprintf(stderr, "durachk: run %s: %d contracts on %d targets%s, %d at a time; results in %s\n",
+	fmt.Fprintf(stderr, "durachk: run %s: %d contracts on %d targets%s, up to %d at a time; results in %s\n",
 		runID, len(cs), len(ts), trials, min(parallel, planned), filepath.Join(o.Out, "result.json"))
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
@@ -311,7 +311,13 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 			return err
 		}
 		doc.Place(slot, e)
-		return doc.WriteJSON(resultPath)
+		if err := doc.WriteJSON(resultPath); err != nil {
+			return err
+		}
+		if o.placed != nil {
+			o.placed(len(doc.Results))
+		}
+		return nil
 	})
 	prog.finish()
 	doc.Finish(time.Now())
@@ -369,17 +375,29 @@ func interruption(ctx context.Context) string {
 }
 
 // DefaultParallel is how many contracts a run evaluates at a time without
-// --parallel: every real run holds some Postgres connections (controller,
-// workers, relay, effect store; a Postgres queue more), and the shared server
-// allows 100 for everyone, tests included: 4 at a time stay near 40 at the
-// peak. The embedded target needs no connection and its runs are short.
-func DefaultParallel(ts []*target) int {
-	for _, t := range ts {
-		if t.info.Kind != "mem" {
-			return 4
-		}
+// --parallel. The Postgres budget (pgBudget) is what bounds it on real
+// targets; on the embedded target runs take milliseconds.
+const DefaultParallel = 8
+
+// pgBudget is the number of Postgres connections the contracts of one run
+// may hold together, by estimate (pgConns): the shared server allows 100 for
+// everyone, and `make test` may run beside. A contract that needs more than
+// the budget still runs, alone.
+const pgBudget = 48
+
+// pgConns estimates the Postgres connections a contract on t holds at its
+// peak, as measured (ss over the process tree of `durachk run`): on a
+// postgres target up to 14 (controller, producer, workers, relay, each with a
+// queue and an effect store pool), on other brokers up to 8 (the effect
+// store's), on the embedded target none.
+func pgConns(t *target) int {
+	switch t.info.Kind {
+	case "mem":
+		return 0
+	case "postgres":
+		return 14
 	}
-	return 4
+	return 8
 }
 
 // task is one contract on one target; slot is its place in the document
@@ -391,21 +409,26 @@ type task struct {
 }
 
 // tasks lists every contract of every target in the order they start: the
-// contracts that start a private broker first (the longest), then one
-// contract of each target in turn, so that concurrent runs spread over the
-// brokers.
+// longest first (those that start a private broker, RabbitMQ's the slowest),
+// then one contract of each target in turn, so that concurrent runs spread
+// over the brokers.
 func tasks(ts []*target, cs []*contracts.Contract) []task {
 	var out []task
-	for _, long := range []bool{true, false} {
-		for j, c := range cs {
-			if startsBroker(c) != long {
-				continue
-			}
-			for i, t := range ts {
-				out = append(out, task{slot: i*len(cs) + j, t: t, c: c})
-			}
+	for j, c := range cs {
+		for i, t := range ts {
+			out = append(out, task{slot: i*len(cs) + j, t: t, c: c})
 		}
 	}
+	cost := func(tk task) int {
+		switch {
+		case !startsBroker(tk.c):
+			return 0
+		case tk.t.info.Kind == "amqp":
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(out, func(a, b task) int { return cost(b) - cost(a) })
 	return out
 }
 
@@ -418,11 +441,12 @@ func startsBroker(c *contracts.Contract) bool {
 	return false
 }
 
-// evaluateAll runs the tasks, parallel at a time, and hands each finished
-// entry to place, from this goroutine only. The first error (of a task or of
-// place) stops the tasks not yet started and the ones in flight; it is
-// returned once every task in flight has ended. ctx ending does the same and
-// returns nil: the caller tells an interruption by ctx.
+// evaluateAll runs the tasks in order, at most parallel at a time and within
+// the Postgres budget, each as soon as it fits, and hands each
+// finished entry to place, from this goroutine only. The first error (of a
+// task or of place) stops the tasks not yet started and the ones in flight;
+// it is returned once every task in flight has ended. ctx ending does the
+// same and returns nil: the caller tells an interruption by ctx.
 func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -431,57 +455,48 @@ func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, pro
 		e   reports.Entry
 		err error
 	}
-	work, results := make(chan task), make(chan done)
-	var wg sync.WaitGroup
-	for range max(1, min(parallel, len(ts))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for tk := range work {
-				if ctx.Err() != nil {
-					continue
-				}
-				prog.start(tk.t.Name(), tk.c.ID)
+	results := make(chan done)
+	pending := ts
+	running, conns := 0, 0
+	var first error
+	for {
+		// In order: a task waits for room rather than let later ones pass it
+		// for ever (a postgres target's heavier runs would starve).
+		for ctx.Err() == nil && len(pending) > 0 && running < max(parallel, 1) && (running == 0 || conns+pgConns(pending[0].t) <= pgBudget) {
+			tk := pending[0]
+			pending = pending[1:]
+			running++
+			conns += pgConns(tk.t)
+			prog.start(tk.t.Name(), tk.c.ID)
+			go func() {
 				e, err := evaluate(ctx, tk.t, tk.c, o)
 				results <- done{task: tk, e: e, err: err}
-			}
-		}()
-	}
-	go func() {
-		defer close(work)
-		for _, tk := range ts {
-			select {
-			case work <- tk:
-			case <-ctx.Done():
-				return
-			}
+			}()
 		}
-	}()
-	go func() {
-		wg.Wait()
-		close(results)
-	}()
-	var first error
-	for d := range results {
-		if d.err != nil {
+		if running == 0 {
+			return first
+		}
+		d := <-results
+		running--
+		conns -= pgConns(d.t)
+		switch {
+		case d.err != nil:
 			prog.dropped(d.t.Name(), d.c.ID)
 			if first == nil && ctx.Err() == nil {
 				first = d.err
 			}
 			cancel()
-			continue
+		case first != nil:
+			// The run stops at its first error; what ended after it is not placed.
+		default:
+			if err := place(d.slot, d.e); err != nil {
+				first = err
+				cancel()
+				continue
+			}
+			prog.done(d.e.Result)
 		}
-		if first != nil {
-			continue // the run stops at its first error; what ended after it is not placed
-		}
-		if err := place(d.slot, d.e); err != nil {
-			first = err
-			cancel()
-			continue
-		}
-		prog.done(d.e.Result)
 	}
-	return first
 }
 
 // outputs are the files a run writes in its --out directory.

@@ -592,9 +592,13 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		}
 		if !r.restart.IsZero() && !now.Before(r.restart) {
 			r.restart = time.Time{}
+			began := time.Now()
 			if err := r.inst.Restart(r.ctx); err != nil {
 				return false, fmt.Errorf("restart of the private broker: %w", err)
 			}
+			// A broker slow to boot (RabbitMQ on a loaded machine: tens of
+			// seconds) does not eat the pipeline's time to drain.
+			deadline = deadline.Add(time.Since(began))
 			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_restart", Target: r.spec.Kind})
 			// The controller's connection comes back within a few probes.
 			r.planned = time.Now().Add(plannedGrace)
