@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/adapters/pg/pgdb"
+	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/reports"
+)
+
+// TestMain lets this test binary be durachk: with DURACHK_TEST_MAIN=1 it runs
+// its arguments as durachk's command line (and `worker` as the runner's
+// children), so that the tests can signal a real durachk process.
+func TestMain(m *testing.M) {
+	runner.ServeChildIfAsked()
+	if os.Getenv("DURACHK_TEST_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// durachk starts this binary as durachk with args.
+func durachk(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "DURACHK_TEST_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &out
+}
+
+// waitResults polls result.json until it holds n results, failing the test
+// on any read that is not a valid document (it must never be seen half
+// written), and stops the process (SIGSTOP) at once: the document it then
+// holds is final until the test sends its signal.
+func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Duration) *reports.Document {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			doc, err := reports.ReadJSON(path)
+			if err != nil {
+				t.Fatalf("result.json read while the run goes on: %v", err)
+			}
+			if len(doc.Results) >= n {
+				if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				doc, err := reports.ReadJSON(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return doc
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("result.json did not reach %d results within %s", n, limit)
+	return nil
+}
+
+// TestSIGKILLLeavesTheLastRewrite: durachk killed with SIGKILL after N
+// results leaves a valid result.json with those N results, complete false;
+// `durachk report` renders it with the partial-run banner.
+func TestSIGKILLLeavesTheLastRewrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "result.json")
+	// 600 jobs a contract: tens of milliseconds each on the embedded target.
+	cmd, out := durachk(t, "run", "--jobs", "600", "--parallel", "1", "--out", dir)
+	seen := waitResults(t, cmd, path, 3, time.Minute)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	doc, err := reports.ReadJSON(path)
+	if err != nil {
+		t.Fatalf("after SIGKILL: %v\n%s", err, out)
+	}
+	if doc.Complete || len(doc.Results) != len(seen.Results) || len(doc.Results) < 3 || len(doc.Results) >= doc.Planned {
+		t.Fatalf("after SIGKILL: %d results (seen %d before), complete %v, planned %d; want the results seen, complete false",
+			len(doc.Results), len(seen.Results), doc.Complete, doc.Planned)
+	}
+	for _, r := range doc.Results {
+		if ev := doc.EvidenceFor(r.Target, r.Contract); ev.History != "" {
+			if _, err := os.Stat(filepath.Join(dir, ev.History)); err != nil {
+				t.Errorf("%s: history %s missing: %v", r.Contract, ev.History, err)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := cli.Report(path, "md", "", &b); err != nil || !bytes.Contains(b.Bytes(), []byte("durachk did not finish it (killed, or still running)")) {
+		t.Errorf("report of the killed run: %v, banner missing:\n%.300s", err, b.String())
+	}
+}
+
+// TestSIGINTAfterThreeContracts: SIGINT while the fourth contract runs on a
+// real Postgres ends the run within seconds with a result.json holding the
+// three results, complete false and interrupted true, and exit 2 (no
+// violation among them); the interrupted contract's namespace is torn down.
+func TestSIGINTAfterThreeContracts(t *testing.T) {
+	pg := os.Getenv("DURACHK_PG_URL")
+	if pg == "" {
+		t.Skip("DURACHK_PG_URL is not set (the local Postgres); .ci/run sets it")
+	}
+	before := durachkSchemas(t, pg)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "result.json")
+	cmd, out := durachk(t, "run", "--target", pg, "--parallel", "1", "--out", dir,
+		"--contract", "tenant.isolation", "--contract", "outbox.relay", "--contract", "dlq.redacted", "--contract", "lease.heartbeat", "--contract", "retry.bounded")
+	seen := waitResults(t, cmd, path, 3, 2*time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	sent := time.Now()
+	err := cmd.Wait()
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitUnknown {
+		t.Fatalf("exit: %v, want %d\n%s", err, cli.ExitUnknown, out)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the run took %s to end after SIGINT", took)
+	}
+	doc, err := reports.ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Results) != len(seen.Results) || len(doc.Results) != 3 || doc.Complete || !doc.Interrupted {
+		t.Fatalf("%d results (seen %d), complete %v, interrupted %v; want 3, false, true\n%s", len(doc.Results), len(seen.Results), doc.Complete, doc.Interrupted, out)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("durachk: run "+doc.Wall.RunID+": ")) {
+		t.Errorf("the run id %s was not printed at the start:\n%s", doc.Wall.RunID, out)
+	}
+	for _, w := range []string{"junit.xml", "summary.md", "report.html"} {
+		if _, err := os.Stat(filepath.Join(dir, w)); err != nil {
+			t.Errorf("%s not written on SIGINT: %v", w, err)
+		}
+	}
+	for _, we := range doc.Wall.Results {
+		if len(we.RunIDs) != 1 {
+			t.Errorf("%s: run ids %v, want the namespace of its one execution", we.Contract, we.RunIDs)
+		}
+	}
+	live, done, err := targets.LiveRuns(context.Background(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	for s := range durachkSchemas(t, pg) {
+		id := strings.TrimSuffix(strings.TrimPrefix(s, "durachk_"), "_q")
+		if !before[s] && !live(id) {
+			t.Errorf("schema %s left after SIGINT", s)
+		}
+	}
+}
+
+// durachkSchemas lists the schemas of durachk runs in pg's database (other
+// runs' too: a test tells its own by what was there before it).
+func durachkSchemas(t *testing.T, pg string) map[string]bool {
+	t.Helper()
+	db, err := pgdb.Open(context.Background(), pg, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Pool.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'durachk\_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out[n] = true
+	}
+	return out
+}
