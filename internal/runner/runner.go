@@ -309,6 +309,11 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	if err != nil {
 		return ex, err
 	}
+	if r.unavailable() != "" {
+		// Children stuck on a broker that does not answer would not heed a
+		// SIGTERM; their histories are on disk record by record.
+		r.killAll()
+	}
 	r.stopAll()
 	r.ctlHist.Close()
 	ops, err := r.merge()
@@ -577,7 +582,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	deadline := r.start.Add(r.sc.Limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	lastDrainCheck := time.Time{}
+	var lastDrainCheck, readySince time.Time
 	lastWatch := time.Now()
 	for {
 		select {
@@ -627,19 +632,32 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 				return false, nil
 			}
 		}
-		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() {
-			continue
-		}
-		lastDrainCheck = now
+		ready := r.producerDone() && !r.anyStopped() && r.restart.IsZero()
 		select {
 		case <-operatorDone:
 		default:
+			ready = false
+		}
+		switch {
+		case !ready:
+			readySince = time.Time{}
+			continue
+		case readySince.IsZero():
+			readySince = now
+			continue
+		case r.probe == nil || now.Sub(lastDrainCheck) < 200*time.Millisecond:
 			continue
 		}
-		if !queueEmpty(r.ctx, q) {
+		lastDrainCheck = now
+		// Drained: a probe begun once all else was done found the broker
+		// empty (the probe's Inspect: supervise never waits on the broker).
+		if !r.probe.emptySince(readySince) {
 			continue
 		}
-		if ev, err := store.PendingEvents(r.ctx, 1); err != nil || len(ev) > 0 {
+		pctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
+		ev, err := store.PendingEvents(pctx, 1)
+		cancel()
+		if err != nil || len(ev) > 0 {
 			continue
 		}
 		return true, nil
@@ -662,7 +680,8 @@ const (
 	plannedGrace = 3 * time.Second // after a planned restart, for the controller to reconnect
 )
 
-// probe asks the broker, one Inspect at a time, whether it answers.
+// probe asks the broker, one Inspect at a time, whether it answers and what
+// it still holds (the drain check reads that).
 type probe struct {
 	q       adapters.Inspector
 	mu      sync.Mutex
@@ -670,6 +689,16 @@ type probe struct {
 	started time.Time // of the probe in flight, or of the last one
 	failing time.Time // start of the failed probes in a row; zero: answering
 	err     error     // of the last failed probe
+	okAt    time.Time // start of the last probe answered
+	empty   bool      // what that probe found: nothing left in the broker
+}
+
+// emptySince reports whether a probe begun at t or later found the broker
+// empty.
+func (p *probe) emptySince(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.empty && !p.okAt.Before(t)
 }
 
 // tick starts a probe when it is time and none is in flight.
@@ -682,7 +711,7 @@ func (p *probe) tick(ctx context.Context, now time.Time) {
 	p.running, p.started = true, now
 	go func() {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		_, err := p.q.Inspect(pctx)
+		inv, err := p.q.Inspect(pctx)
 		cancel()
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -691,6 +720,7 @@ func (p *probe) tick(ctx context.Context, now time.Time) {
 		case ctx.Err() != nil:
 		case err == nil:
 			p.failing = time.Time{}
+			p.okAt, p.empty = now, inv.Empty()
 		case p.failing.IsZero():
 			p.failing, p.err = now, err
 		default:
@@ -933,6 +963,18 @@ func (r *run) stopAll() {
 			_ = c.cmd.Process.Signal(syscall.SIGKILL)
 			<-c.done
 		}
+		c.exited = true
+	}
+}
+
+// killAll ends every child with SIGKILL.
+func (r *run) killAll() {
+	for _, c := range r.children {
+		if c.cmd == nil || c.cmd.Process == nil || c.exited {
+			continue
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
 		c.exited = true
 	}
 }
