@@ -629,6 +629,11 @@ func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) 
 	fmt.Fprintf(stdout, "baseline: %d regression(s)\n", len(diffs))
 	for _, d := range diffs {
 		fmt.Fprintln(stdout, d.String())
+		for _, r := range doc.Results {
+			if r.Target == d.Target && r.Contract == d.Contract && len(r.Trials) > 1 {
+				fmt.Fprintf(stdout, "  %s\n%s", reports.TrialsNote(r), reports.TrialsText(doc, r))
+			}
+		}
 	}
 	return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d verdict(s) differ from the baseline", len(diffs))}
 }
