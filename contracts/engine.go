@@ -21,8 +21,8 @@ type Options struct {
 	// trial was unknown, else pass.
 	Trials int
 	// Tries bounds the seeds one trial runs: a run that did not exercise its
-	// claim (Contract.Exercised) tries the next seed, up to Tries runs in all,
-	// before the trial is unknown (0: DefaultTries).
+	// claim (Contract.Exercised) tries another seed (see EvaluateTrial), up
+	// to Tries runs in all, before the trial is unknown (0: DefaultTries).
 	Tries int
 }
 
@@ -44,68 +44,83 @@ func EvaluateSabotage(ctx context.Context, t Target, c *Contract, s Sabotage, op
 }
 
 func evaluate(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage) (Result, error) {
+	runs := make([]Result, max(opts.Trials, 1))
+	for k := range runs {
+		r, err := evaluateTrial(ctx, t, c, opts, sab, k)
+		if err != nil || r.Verdict == Skipped {
+			return r, err
+		}
+		runs[k] = r
+	}
+	return Aggregate(runs), nil
+}
+
+// EvaluateTrial runs trial k (from 0) of opts.Trials of contract c on t: seed
+// opts.Seed+k; a run that did not exercise the claim tries the seed n further
+// (n the number of trials, so that no two trials share a seed; with one
+// trial, the next seed), up to opts.Tries runs. The trial's own record is the
+// result's only Trials entry. The trials of a contract may run concurrently;
+// Aggregate makes the contract's result of them, in trial order.
+func EvaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, k int) (Result, error) {
+	return evaluateTrial(ctx, t, c, opts, nil, k)
+}
+
+func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage, k int) (Result, error) {
 	jobs := opts.Jobs
 	if jobs <= 0 {
 		jobs = DefaultJobs
 	}
-	trials, tries := max(opts.Trials, 1), opts.Tries
+	n, tries := uint64(max(opts.Trials, 1)), opts.Tries
 	if tries <= 0 {
 		tries = DefaultTries
 	}
+	seed := opts.Seed + uint64(k)
 	if c.Needs != nil {
 		if why := c.Needs(t.Capabilities()); why != "" {
-			res, _ := head(t, c, opts.Seed, jobs, sab)
+			res, _ := head(t, c, seed, jobs, sab)
 			res.Verdict, res.Reason = Skipped, why
 			return res, nil
 		}
 	}
 	var (
-		runs   []Result // the last run of each trial
-		ts     []Trial
-		wall   time.Duration
-		runIDs []string
-		seed   = opts.Seed
+		r          Result
+		tr         Trial
+		wall       time.Duration
+		runIDs     []string
+		skippedFor []string // why the earlier seeds did not count
 	)
-	for range trials {
-		var r Result
-		var tr Trial
-		var skippedFor []string // why the earlier seeds of this trial did not count
-		for try := 1; ; try++ {
-			var err error
-			r, err = once(ctx, t, c, seed, jobs, sab)
-			wall += r.Wall
-			runIDs = append(runIDs, r.RunIDs...)
-			if err != nil {
-				return r, err
-			}
-			tr.SeedsTried = append(tr.SeedsTried, seed)
-			seed++
-			why := notExercised(r, c)
-			if why == "" || try >= tries {
-				break
-			}
-			skippedFor = append(skippedFor, fmt.Sprintf("seed %d did not exercise the claim (%s)", r.Seed, why))
+	for try := 1; ; try++ {
+		var err error
+		r, err = once(ctx, t, c, seed, jobs, sab)
+		wall += r.Wall
+		runIDs = append(runIDs, r.RunIDs...)
+		if err != nil {
+			return r, err
 		}
-		if len(skippedFor) > 0 {
-			note := strings.Join(skippedFor, "; ")
-			switch {
-			case r.Verdict == Pass:
-				r.Reason = fmt.Sprintf("passed on seed %d; %s", r.Seed, note)
-			case notExercised(r, c) != "":
-				r.Reason = fmt.Sprintf("%s on each of %d seeds (%s)", r.Reason, len(tr.SeedsTried), seedList(tr.SeedsTried))
-			default:
-				r.Reason += "; " + note
-			}
-		} else {
-			tr.SeedsTried = nil
+		tr.SeedsTried = append(tr.SeedsTried, seed)
+		why := notExercised(r, c)
+		if why == "" || try >= tries {
+			break
 		}
-		tr.Seed, tr.Verdict, tr.Reason, tr.Violations = r.Seed, r.Verdict, r.Reason, r.Violations
-		runs = append(runs, r)
-		ts = append(ts, tr)
+		skippedFor = append(skippedFor, fmt.Sprintf("seed %d did not exercise the claim (%s)", seed, why))
+		seed += n
 	}
-	res := aggregate(runs, ts)
-	res.Wall, res.RunIDs = wall, runIDs
-	return res, nil
+	if len(skippedFor) > 0 {
+		note := strings.Join(skippedFor, "; ")
+		switch {
+		case r.Verdict == Pass:
+			r.Reason = fmt.Sprintf("passed on seed %d; %s", r.Seed, note)
+		case notExercised(r, c) != "":
+			r.Reason = fmt.Sprintf("%s on each of %d seeds (%s)", r.Reason, len(tr.SeedsTried), seedList(tr.SeedsTried))
+		default:
+			r.Reason += "; " + note
+		}
+	} else {
+		tr.SeedsTried = nil
+	}
+	tr.Seed, tr.Verdict, tr.Reason, tr.Violations = r.Seed, r.Verdict, r.Reason, r.Violations
+	r.Trials, r.Wall, r.RunIDs = []Trial{tr}, wall, runIDs
+	return r, nil
 }
 
 // head is a result without a verdict, what a run of c with seed is about, and
@@ -152,10 +167,12 @@ func notExercised(r Result, c *Contract) string {
 	return ""
 }
 
-// aggregate is the result of a contract's trials: a violation if any trial
-// violated, else unknown if any was, else pass; the details are those of the
-// first violating trial, else the first unknown one, else the last.
-func aggregate(runs []Result, ts []Trial) Result {
+// Aggregate is the result of a contract's trials (each from EvaluateTrial,
+// in trial order): a violation if any trial violated, else unknown if any
+// was, else pass; the details are those of the first violating trial, else
+// the first unknown one, else the last. Trials lists every trial, unless there
+// was one run of one seed.
+func Aggregate(runs []Result) Result {
 	rep := len(runs) - 1
 	var bad []int
 	for _, v := range []Verdict{Violated, Unknown} {
@@ -170,10 +187,18 @@ func aggregate(runs []Result, ts []Trial) Result {
 		}
 	}
 	res := runs[rep]
-	if len(ts) == 1 && len(ts[0].SeedsTried) == 0 {
-		return res
+	var ts []Trial
+	res.Wall, res.RunIDs = 0, nil
+	for _, r := range runs {
+		ts = append(ts, r.Trials...)
+		res.Wall += r.Wall
+		res.RunIDs = append(res.RunIDs, r.RunIDs...)
 	}
 	res.Trials = ts
+	if len(ts) <= 1 && (len(ts) == 0 || len(ts[0].SeedsTried) == 0) {
+		res.Trials = nil
+		return res
+	}
 	if len(ts) > 1 && len(bad) > 0 {
 		seeds := make([]uint64, len(bad))
 		for i, b := range bad {

@@ -63,13 +63,13 @@ func TestTrials(t *testing.T) {
 		{name: "violations in two: the first is shown", target: seededTarget{sabotage: seeds(2, 3)}, trials: 3, want: Violated, wantSeed: 2,
 			wantTrials: [][]uint64{{1}, {2}, {3}}, wantReason: "violation in 2 of 3 trials (seed 2, 3)"},
 		{name: "a violation wins over an unknown", target: seededTarget{sabotage: seeds(3), bare: seeds(1, 2, 4, 5, 6)}, trials: 2, want: Violated, wantSeed: 3,
-			wantTrials: [][]uint64{{1, 2, 3}, {4, 5, 6}}, wantReason: "violation in 1 of 2 trials (seed 3)"},
+			wantTrials: [][]uint64{{1, 3}, {2, 4, 6}}, wantReason: "violation in 1 of 2 trials (seed 3)"},
 		{name: "a run that did not exercise the claim tries the next seed", target: seededTarget{bare: seeds(1)}, want: Pass, wantSeed: 2,
 			wantTrials: [][]uint64{{1, 2}}, wantReason: "passed on seed 2; seed 1 did not exercise the claim (the run did not exercise the claim: stale commits attempted and rejected 0, need 1)"},
 		{name: "three seeds that do not exercise it: unknown", target: seededTarget{bare: seeds(1, 2, 3, 4)}, want: Unknown, wantSeed: 3,
 			wantTrials: [][]uint64{{1, 2, 3}}, wantReason: "need 1 on each of 3 seeds (1, 2, 3)"},
-		{name: "later trials take the seeds after a retry", target: seededTarget{bare: seeds(2)}, trials: 3, want: Pass, wantSeed: 4,
-			wantTrials: [][]uint64{{1}, {2, 3}, {4}}},
+		{name: "a trial's next seed is one no other trial takes", target: seededTarget{bare: seeds(2)}, trials: 3, want: Pass, wantSeed: 3,
+			wantTrials: [][]uint64{{1}, {2, 5}, {3}}},
 		{name: "an unreachable broker is unknown, not an error", target: seededTarget{down: seeds(2)}, trials: 3, want: Unknown, wantSeed: 2,
 			wantTrials: [][]uint64{{1}, {2}, {3}}, wantReason: "unknown in 1 of 3 trials (seed 2): target unavailable: connection refused"},
 	}
@@ -136,3 +136,37 @@ type failing struct {
 }
 
 func (f failing) Execute(context.Context, Run) (Execution, error) { return Execution{}, f.err }
+
+// TestTrialsConcurrent: trials run concurrently (EvaluateTrial) and combined
+// (Aggregate) give what Evaluate gives running them one after the other.
+func TestTrialsConcurrent(t *testing.T) {
+	c, _ := Lookup("fencing.zombie")
+	tg := seededTarget{sabotage: seeds(3), bare: seeds(2)}
+	opts := Options{Seed: 1, Trials: 4}
+	want, err := Evaluate(context.Background(), tg, c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := make([]Result, opts.Trials)
+	errs := make(chan error, opts.Trials)
+	for k := range runs {
+		go func() {
+			var err error
+			runs[k], err = EvaluateTrial(context.Background(), tg, c, opts, k)
+			errs <- err
+		}()
+	}
+	for range runs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := Aggregate(runs)
+	got.Wall, want.Wall = 0, 0
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("concurrent trials:\n%+v\nwant\n%+v", got, want)
+	}
+	if got.Verdict != Violated || len(got.Trials) != 4 || got.Trials[1].SeedsTried[1] != 6 {
+		t.Errorf("verdict %s, trials %+v: want a violation (seed 3) and trial 2 retried on seed 6", got.Verdict, got.Trials)
+	}
+}

@@ -24,7 +24,7 @@ import (
 
 // recorder is a Target that keeps the run and the execution of every Execute
 // call by seed, so that a report can show the history behind a verdict. One
-// recorder serves one contract's trials, one at a time.
+// recorder serves one trial of one contract.
 type recorder struct {
 	contracts.Target
 	runs map[uint64]contracts.Run
@@ -44,15 +44,33 @@ func (r *recorder) Execute(ctx context.Context, run contracts.Run) (contracts.Ex
 	return ex, err
 }
 
-// evaluate runs c on t (every trial) and returns the result as an entry of the
-// document: the verdict, the history sample of the run the result shows, its
-// fault windows and the commands that reproduce it.
-func evaluate(ctx context.Context, t *target, c *contracts.Contract, o RunOptions) (reports.Entry, error) {
+// evaluateTrial runs trial k of c on t and returns it with what it recorded.
+func evaluateTrial(ctx context.Context, t *target, c *contracts.Contract, o RunOptions, k int) (contracts.Result, *recorder, error) {
 	rec := &recorder{Target: t.Target}
-	res, err := contracts.Evaluate(ctx, rec, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs, Trials: o.Trials})
-	if err != nil {
-		return reports.Entry{Result: res}, err
+	r, err := contracts.EvaluateTrial(ctx, rec, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs, Trials: o.Trials}, k)
+	return r, rec, err
+}
+
+// evaluate runs every trial of c on t, one after the other, and returns the
+// result as an entry of the document.
+func evaluate(ctx context.Context, t *target, c *contracts.Contract, o RunOptions) (reports.Entry, error) {
+	var runs []contracts.Result
+	var recs []*recorder
+	for k := range max(o.Trials, 1) {
+		r, rec, err := evaluateTrial(ctx, t, c, o, k)
+		if err != nil {
+			return reports.Entry{Result: r}, err
+		}
+		runs, recs = append(runs, r), append(recs, rec)
 	}
+	return entryOf(t, c, o, runs, recs), nil
+}
+
+// entryOf makes the document's entry of a contract's trials: the verdict, the
+// history sample of the run the result shows, its fault windows and the
+// commands that reproduce it and each trial that did not pass.
+func entryOf(t *target, c *contracts.Contract, o RunOptions, runs []contracts.Result, recs []*recorder) reports.Entry {
+	res := contracts.Aggregate(runs)
 	ev := reports.Evidence{Reproduce: reproduce(t, c, o, res.Seed)}
 	for _, tr := range res.Trials {
 		if tr.Verdict != contracts.Pass {
@@ -62,14 +80,18 @@ func evaluate(ctx context.Context, t *target, c *contracts.Contract, o RunOption
 			ev.ReproduceTrials[tr.Seed] = reproduce(t, c, o, tr.Seed)
 		}
 	}
-	ex := rec.exs[res.Seed]
-	if ex == nil {
-		return reports.NewEntry(res, nil, ev), nil
+	for _, rec := range recs {
+		ex := rec.exs[res.Seed]
+		if ex == nil {
+			continue
+		}
+		run := rec.runs[res.Seed]
+		observed := reports.ObservedWindows(ex.Ops)
+		planned := reports.PlanWindows(run.Scenario.Plan, anchor(ex.Ops, run.Scenario, t.scale), t.scale)
+		ev.Windows = reports.MergeWindows(planned, observed)
+		return reports.NewEntry(res, ex.Ops, ev)
 	}
-	observed := reports.ObservedWindows(ex.Ops)
-	planned := reports.PlanWindows(rec.runs[res.Seed].Scenario.Plan, anchor(ex.Ops, rec.runs[res.Seed].Scenario, t.scale), t.scale)
-	ev.Windows = reports.MergeWindows(planned, observed)
-	return reports.NewEntry(res, ex.Ops, ev), nil
+	return reports.NewEntry(res, nil, ev)
 }
 
 // anchor estimates the scenario's start in the history's clock: the producer
@@ -133,7 +155,7 @@ type progress struct {
 	w       io.Writer
 	total   int
 	n       int
-	running map[string]bool
+	running map[string]int
 }
 
 func isTerminal(w io.Writer) bool {
@@ -146,7 +168,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 func newProgress(w io.Writer, total int) *progress {
-	p := &progress{w: w, total: total, running: map[string]bool{}}
+	p := &progress{w: w, total: total, running: map[string]int{}}
 	if isTerminal(w) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish(), progressbar.OptionSetPredictTime(true),
@@ -158,7 +180,7 @@ func newProgress(w io.Writer, total int) *progress {
 func (p *progress) start(target, contract string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.running[target+" "+contract] = true
+	p.running[target+" "+contract]++
 	p.describe(target + " " + contract)
 }
 
@@ -167,8 +189,12 @@ func (p *progress) describe(latest string) {
 	if p.bar == nil {
 		return
 	}
-	if len(p.running) > 1 {
-		latest = fmt.Sprintf("%d running, latest %s", len(p.running), latest)
+	n := 0
+	for _, k := range p.running {
+		n += k
+	}
+	if n > 1 {
+		latest = fmt.Sprintf("%d running, latest %s", n, latest)
 	}
 	p.bar.Describe(latest)
 }
@@ -177,7 +203,6 @@ func (p *progress) done(r contracts.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n++
-	delete(p.running, r.Target+" "+r.Contract)
 	if p.bar != nil {
 		_ = p.bar.Add(1)
 		return
@@ -189,11 +214,15 @@ func (p *progress) done(r contracts.Result) {
 	fmt.Fprintf(p.w, "durachk: [%d/%d] %s %s: %s (%s)\n", p.n, p.total, r.Target, r.Contract, verdict, fmtMS(float64(r.Wall.Microseconds())/1000))
 }
 
-// dropped forgets a contract that will not finish (the run was interrupted).
-func (p *progress) dropped(target, contract string) {
+// ended counts off one trial of a contract.
+func (p *progress) ended(target, contract string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.running, target+" "+contract)
+	if k := target + " " + contract; p.running[k] > 1 {
+		p.running[k]--
+	} else {
+		delete(p.running, k)
+	}
 }
 
 func (p *progress) finish() {
@@ -306,7 +335,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	}
 	prog := newProgress(stderr, planned)
 	lw.setProgress(prog)
-	runErr := evaluateAll(ctx, tasks(ts, cs), o, parallel, prog, func(slot int, e reports.Entry) error {
+	runErr := evaluateAll(ctx, tasks(ts, cs, o.Trials), o, parallel, prog, func(slot int, e reports.Entry) error {
 		if err := e.Scrub(secrets...); err != nil {
 			return err
 		}
@@ -400,23 +429,25 @@ func pgConns(t *target) int {
 	return 8
 }
 
-// task is one contract on one target; slot is its place in the document
-// (target order × contract order).
+// task is one trial of one contract on one target; slot is the contract's
+// place in the document (target order × contract order).
 type task struct {
-	slot int
-	t    *target
-	c    *contracts.Contract
+	slot, trial int
+	t           *target
+	c           *contracts.Contract
 }
 
-// tasks lists every contract of every target in the order they start: the
-// longest first (those that start a private broker, RabbitMQ's the slowest),
-// then one contract of each target in turn, so that concurrent runs spread
-// over the brokers.
-func tasks(ts []*target, cs []*contracts.Contract) []task {
+// tasks lists every trial of every contract of every target in the order
+// they start: the longest first (those that start a private broker,
+// RabbitMQ's the slowest), then one contract of each target in turn, so that
+// concurrent runs spread over the brokers; the trials of a contract together.
+func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
 	var out []task
 	for j, c := range cs {
 		for i, t := range ts {
-			out = append(out, task{slot: i*len(cs) + j, t: t, c: c})
+			for k := range max(trials, 1) {
+				out = append(out, task{slot: i*len(cs) + j, trial: k, t: t, c: c})
+			}
 		}
 	}
 	cost := func(tk task) int {
@@ -441,20 +472,29 @@ func startsBroker(c *contracts.Contract) bool {
 	return false
 }
 
-// evaluateAll runs the tasks in order, at most parallel at a time and within
-// the Postgres budget, each as soon as it fits, and hands each
-// finished entry to place, from this goroutine only. The first error (of a
-// task or of place) stops the tasks not yet started and the ones in flight;
-// it is returned once every task in flight has ended. ctx ending does the
-// same and returns nil: the caller tells an interruption by ctx.
+// evaluateAll runs the tasks (trials) in order, at most parallel at a time
+// and within the Postgres budget, each as soon as it fits; once every trial
+// of a contract is in, it hands the contract's entry to place, from this
+// goroutine only. The first error (of a trial or of place) stops the tasks
+// not yet started and the ones in flight; it is returned once every task in
+// flight has ended. ctx ending does the same and returns nil: the caller
+// tells an interruption by ctx.
 func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type done struct {
 		task
-		e   reports.Entry
+		r   contracts.Result
+		rec *recorder
 		err error
 	}
+	trials := max(o.Trials, 1)
+	type slot struct {
+		runs []contracts.Result
+		recs []*recorder
+		n    int
+	}
+	slots := map[int]*slot{}
 	results := make(chan done)
 	pending := ts
 	running, conns := 0, 0
@@ -469,8 +509,8 @@ func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, pro
 			conns += pgConns(tk.t)
 			prog.start(tk.t.Name(), tk.c.ID)
 			go func() {
-				e, err := evaluate(ctx, tk.t, tk.c, o)
-				results <- done{task: tk, e: e, err: err}
+				r, rec, err := evaluateTrial(ctx, tk.t, tk.c, o, tk.trial)
+				results <- done{task: tk, r: r, rec: rec, err: err}
 			}()
 		}
 		if running == 0 {
@@ -479,23 +519,34 @@ func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, pro
 		d := <-results
 		running--
 		conns -= pgConns(d.t)
+		prog.ended(d.t.Name(), d.c.ID)
 		switch {
 		case d.err != nil:
-			prog.dropped(d.t.Name(), d.c.ID)
 			if first == nil && ctx.Err() == nil {
 				first = d.err
 			}
 			cancel()
+			continue
 		case first != nil:
-			// The run stops at its first error; what ended after it is not placed.
-		default:
-			if err := place(d.slot, d.e); err != nil {
-				first = err
-				cancel()
-				continue
-			}
-			prog.done(d.e.Result)
+			continue // the run stops at its first error; what ended after it is not placed
 		}
+		sl := slots[d.slot]
+		if sl == nil {
+			sl = &slot{runs: make([]contracts.Result, trials), recs: make([]*recorder, trials)}
+			slots[d.slot] = sl
+		}
+		sl.runs[d.trial], sl.recs[d.trial] = d.r, d.rec
+		if sl.n++; sl.n < trials {
+			continue
+		}
+		delete(slots, d.slot)
+		e := entryOf(d.t, d.c, o, sl.runs, sl.recs)
+		if err := place(d.slot, e); err != nil {
+			first = err
+			cancel()
+			continue
+		}
+		prog.done(e.Result)
 	}
 }
 

@@ -170,9 +170,9 @@ func TestStaleResultMovedAside(t *testing.T) {
 // the same one contract at a time and many at a time, apart from the wall
 // section and the command.
 func TestParallelDeterministic(t *testing.T) {
-	read := func(parallel int) (map[string]any, []string) {
+	read := func(parallel, trials int) (map[string]any, []string) {
 		dir := t.TempDir()
-		if _, _, err := runCLI(t, RunOptions{Seed: 7, Out: dir, Parallel: parallel, Targets: []string{"mem", "mem?name=dl2&delivery_limit=2"}}); Code(err) == ExitConfig {
+		if _, _, err := runCLI(t, RunOptions{Seed: 7, Out: dir, Parallel: parallel, Trials: trials, Targets: []string{"mem", "mem?name=dl2&delivery_limit=2"}}); Code(err) == ExitConfig {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "result.json"))
@@ -192,18 +192,24 @@ func TestParallelDeterministic(t *testing.T) {
 		}
 		return m, hs
 	}
-	a, ha := read(1)
-	b, hb := read(8)
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	if !bytes.Equal(ja, jb) {
-		t.Errorf("--parallel 1 and --parallel 8 differ outside the wall section and the command")
-	}
-	if strings.Join(ha, " ") != strings.Join(hb, " ") {
-		t.Errorf("history files differ:\n%v\n%v", ha, hb)
-	}
-	if n := len(a["results"].([]any)); n != 28 {
-		t.Errorf("%d results, want 28", n)
+	for _, trials := range []int{1, 3} {
+		a, ha := read(1, trials)
+		b, hb := read(8, trials)
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Errorf("--trials %d: --parallel 1 and --parallel 8 differ outside the wall section and the command", trials)
+		}
+		if strings.Join(ha, " ") != strings.Join(hb, " ") {
+			t.Errorf("--trials %d: history files differ:\n%v\n%v", trials, ha, hb)
+		}
+		rs := a["results"].([]any)
+		if len(rs) != 28 {
+			t.Errorf("%d results, want 28", len(rs))
+		}
+		if ts, _ := rs[0].(map[string]any)["trials"].([]any); trials > 1 && len(ts) != trials {
+			t.Errorf("%d trials recorded, want %d", len(ts), trials)
+		}
 	}
 }
 
