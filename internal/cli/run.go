@@ -184,7 +184,7 @@ func (p *progress) start(target, contract string) {
 	p.describe(target + " " + contract)
 }
 
-// describe names the latest contract started, and how many run.
+// describe names a contract that runs (the latest started), and how many run.
 func (p *progress) describe(latest string) {
 	if p.bar == nil {
 		return
@@ -194,7 +194,7 @@ func (p *progress) describe(latest string) {
 		n += k
 	}
 	if n > 1 {
-		latest = fmt.Sprintf("%d running, latest %s", n, latest)
+		latest = fmt.Sprintf("%d running: %s, …", n, latest)
 	}
 	p.bar.Describe(latest)
 }
@@ -222,6 +222,10 @@ func (p *progress) ended(target, contract string) {
 		p.running[k]--
 	} else {
 		delete(p.running, k)
+	}
+	for k := range p.running {
+		p.describe(k)
+		break
 	}
 }
 
@@ -311,8 +315,8 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if o.Trials > 1 {
 		trials = fmt.Sprintf(", %d trials each", o.Trials)
 	}
-	fmt.Fprintf(stderr, "durachk: run %s: %d contracts on %d targets%s, up to %d at a time; results in %s\n",
-		runID, len(cs), len(ts), trials, min(parallel, planned), filepath.Join(o.Out, "result.json"))
+	fmt.Fprintf(stderr, "durachk: run %s: %s on %s%s, up to %d at a time; results in %s\n",
+		runID, plural(len(cs), "contract"), plural(len(ts), "target"), trials, min(parallel, planned*max(o.Trials, 1)), filepath.Join(o.Out, "result.json"))
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
 	}
@@ -705,4 +709,11 @@ func newRunID() string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
