@@ -107,7 +107,7 @@ const (
 	ActionDeadLettered = "dead_lettered" // moved to its dead-letter destination (delivery limit, rejection by policy, redrive)
 	ActionExpired      = "expired"       // removed or dead-lettered because its TTL passed
 	ActionTrimmed      = "trimmed"       // removed by a length or age cap (stream MAXLEN/MINID)
-	ActionDropped      = "dropped"       // removed on overflow (max length with drop-head, reject-publish after ack)
+	ActionDropped      = "dropped"       // removed on overflow (max length with drop-head; a publish refused by reject-publish-dlx), or deleted by someone else
 )
 
 // Empty reports whether nothing is queued or in flight.

@@ -41,6 +41,10 @@ type message struct {
 	token      uint64
 	deliveries int
 	gone       bool // acked or dead-lettered
+	// byBroker: dead-lettered by the broker itself, at the delivery limit, at
+	// deadAt (not by the pipeline's DeadLetter).
+	byBroker bool
+	deadAt   time.Time
 }
 
 // Queue is safe for concurrent use.
@@ -134,6 +138,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 		}
 		if q.opts.DeliveryLimit > 0 && m.deliveries >= q.opts.DeliveryLimit {
 			q.remove(m)
+			m.byBroker, m.deadAt = true, now
 			q.dead = append(q.dead, m)
 			delete(blocked, m.job.Group)
 			return adapters.Delivery{}, false
@@ -256,7 +261,13 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 	})
 }
 
-// Inspect lists what is left, by job id.
+// DeliveryLimitReason is the reason Inspect gives for a job the broker
+// dead-lettered at its delivery limit.
+const DeliveryLimitReason = "delivery_limit"
+
+// Inspect lists what is left, by job id, and in Moved the jobs the broker
+// dead-lettered on its own at the delivery limit (never those the pipeline
+// dead-lettered).
 func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -273,6 +284,10 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	}
 	for _, m := range q.dead {
 		inv.DeadLettered = append(inv.DeadLettered, m.job.ID)
+		if m.byBroker {
+			inv.Moved = append(inv.Moved, adapters.BrokerAction{Job: m.job.ID, Action: adapters.ActionDeadLettered,
+				Reason: DeliveryLimitReason, Deliveries: m.deliveries, At: m.deadAt})
+		}
 	}
 	return inv, nil
 }

@@ -262,13 +262,15 @@ func TestDeliveryLimitDeadLettersNatively(t *testing.T) {
 	if caps := q.Capabilities(); caps.DeadLetter != adapters.Native {
 		t.Fatalf("DeadLetter capability %s with a delivery limit", caps.DeadLetter)
 	}
-	mustEnqueue(t, q, job("poison"), job("b"))
+	mustEnqueue(t, q, job("poison"), job("b"), job("c"))
+	var at time.Time
 	for attempt := 1; attempt <= 2; attempt++ {
 		d := mustLease(t, q)
 		if d.Job.ID != "poison" || d.Attempt != attempt {
 			t.Fatalf("delivery %d: %s attempt %d", attempt, d.Job.ID, d.Attempt)
 		}
 		c.advance(lease) // the worker dies: the lease expires
+		at = c.now()
 	}
 	// The third delivery would exceed the limit: the broker dead-letters it and
 	// hands out the next job instead.
@@ -276,9 +278,17 @@ func TestDeliveryLimitDeadLettersNatively(t *testing.T) {
 	if d.Job.ID != "b" {
 		t.Fatalf("after the limit got %s, want b", d.Job.ID)
 	}
+	// The pipeline dead-letters c: that is not the broker's doing.
+	if err := q.DeadLetter(ctx, mustLease(t, q), "permanent_error"); err != nil {
+		t.Fatal(err)
+	}
 	inv := inventory(t, q)
-	if !reflect.DeepEqual(inv.DeadLettered, []string{"poison"}) {
+	if !reflect.DeepEqual(inv.DeadLettered, []string{"poison", "c"}) {
 		t.Fatalf("dead-lettered = %v", inv.DeadLettered)
+	}
+	want := []adapters.BrokerAction{{Job: "poison", Action: adapters.ActionDeadLettered, Reason: "delivery_limit", Deliveries: 2, At: at}}
+	if !reflect.DeepEqual(inv.Moved, want) {
+		t.Fatalf("moved = %+v, want %+v", inv.Moved, want)
 	}
 	if q.Live() != 1 {
 		t.Fatalf("Live = %d, want 1", q.Live())

@@ -131,6 +131,7 @@ CREATE TABLE IF NOT EXISTS {s}.dead (
 	token        bigint NOT NULL,
 	deliveries   integer NOT NULL,
 	reason       text NOT NULL,
+	by_broker    boolean NOT NULL DEFAULT false, -- moved by the queue at its delivery limit, not by DeadLetter
 	dead_at      timestamptz NOT NULL DEFAULT now()
 );`
 
@@ -171,7 +172,7 @@ func leaseSQL(opts Options) string {
 	}
 	return `WITH c AS (` + pick + `),
 		d AS (DELETE FROM {s}.jobs j USING c WHERE j.id = c.id AND c.over RETURNING ` + prefixed("j", jobCols) + `),
-		ins AS (INSERT INTO {s}.dead (` + jobCols + `, reason) SELECT ` + jobCols + `, '` + DeliveryLimitReason + `' FROM d),
+		ins AS (INSERT INTO {s}.dead (` + jobCols + `, reason, by_broker) SELECT ` + jobCols + `, '` + DeliveryLimitReason + `', true FROM d),
 		u AS (` + update + `)
 		SELECT false, ` + jobCols + ` FROM u UNION ALL SELECT true, ` + jobCols + ` FROM d`
 }
@@ -197,7 +198,7 @@ func newQueries(schema string, opts Options) queries {
 		deadLetter: s(`WITH m AS (DELETE FROM {s}.jobs WHERE id = $1 AND token = $2 RETURNING ` + jobCols + `)
 			INSERT INTO {s}.dead (` + jobCols + `, reason) SELECT ` + jobCols + `, $3::text FROM m`),
 		inspectJobs: s(`SELECT job_id, lease_until IS NOT NULL AND lease_until > now() FROM {s}.jobs ORDER BY id`),
-		inspectDead: s(`SELECT job_id FROM {s}.dead ORDER BY seq`),
+		inspectDead: s(`SELECT job_id, by_broker, reason, deliveries, dead_at FROM {s}.dead ORDER BY seq`),
 	}
 }
 
@@ -495,7 +496,9 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 
 // Inspect lists what is left, by job id, from one snapshot: queued (including
 // delayed) and in flight in acceptance order, dead letters in the order they
-// died.
+// died. Moved lists the dead letters the queue moved itself past its delivery
+// limit (reason delivery_limit, the deliveries they had, the server's time),
+// never those of DeadLetter.
 func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	var inv adapters.Inventory
 	var none adapters.Delivery
@@ -522,7 +525,18 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 		return adapters.Inventory{}, opErr("inspect", none, q.db.Err("inspect", err, false))
 	}
 	rows, _ = tx.Query(ctx, q.q.inspectDead)
-	inv.DeadLettered, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	var byBroker bool
+	var reason string
+	var deliveries int
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &byBroker, &reason, &deliveries, &at}, func() error {
+		inv.DeadLettered = append(inv.DeadLettered, id)
+		if byBroker {
+			inv.Moved = append(inv.Moved, adapters.BrokerAction{Job: id, Action: adapters.ActionDeadLettered,
+				Reason: reason, Deliveries: deliveries, At: at.UTC()})
+		}
+		return nil
+	})
 	if err != nil {
 		return adapters.Inventory{}, opErr("inspect", none, q.db.Err("inspect", err, false))
 	}

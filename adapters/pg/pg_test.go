@@ -415,3 +415,50 @@ func BenchmarkRawPgxLoop(b *testing.B) {
 		}
 	}
 }
+
+// A job the queue moves itself past its delivery limit is in Moved with the
+// reason, its deliveries and the server's time; a job DeadLetter moved is not,
+// even when the pipeline's reason reads the same.
+func TestDeliveryLimitIsTheBrokersOwnAction(t *testing.T) {
+	q := newQueue(t, Options{DeliveryLimit: 2, MaxConns: 2})
+	ctx := context.Background()
+	for _, id := range []string{"poison", "b"} {
+		if err := q.Enqueue(ctx, job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := time.Now().Add(-time.Second)
+	for attempt := 1; attempt <= 2; attempt++ {
+		d, err := q.Lease(ctx, time.Minute)
+		if err != nil || d.Job.ID != "poison" || d.Attempt != attempt {
+			t.Fatalf("lease %d = %s attempt %d, %v", attempt, d.Job.ID, d.Attempt, err)
+		}
+		if err := q.Nack(ctx, d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := q.Lease(ctx, time.Minute) // poison is moved on the way
+	if err != nil || d.Job.ID != "b" {
+		t.Fatalf("lease past the limit = %s, %v; want b", d.Job.ID, err)
+	}
+	if err := q.DeadLetter(ctx, d, DeliveryLimitReason); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := q.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(inv.DeadLettered, []string{"poison", "b"}) {
+		t.Errorf("dead-lettered = %v, want [poison b]", inv.DeadLettered)
+	}
+	if len(inv.Moved) != 1 {
+		t.Fatalf("moved = %+v, want poison only", inv.Moved)
+	}
+	m := inv.Moved[0]
+	if m.Job != "poison" || m.Action != adapters.ActionDeadLettered || m.Reason != "delivery_limit" || m.Deliveries != 2 {
+		t.Errorf("moved = %+v, want poison dead_lettered delivery_limit after 2 deliveries", m)
+	}
+	if m.At.Before(before) || m.At.After(time.Now().Add(time.Second)) {
+		t.Errorf("moved at %v, want between %v and now", m.At, before)
+	}
+}

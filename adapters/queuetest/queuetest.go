@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,9 @@ type Step struct {
 	Dur time.Duration
 	// Want is the answer: "ok", "stale", "lost", "none", "closed", "unavailable",
 	// "ambiguous", "error: ..."; a lease that delivers: "id aN tM" (attempt,
-	// token); an inspect: "queued=[a b] inflight=[c] dead=[d] ok".
+	// token); an inspect: "queued=[a b] inflight=[c] dead=[d] ok", with
+	// "moved=[d:dead_lettered] " before the outcome when the broker moved
+	// jobs on its own (see Moved).
 	Want string
 	// Wait retries a lease that found nothing, or an inspect that shows
 	// something else, until it gives Want or Features.Patience runs out.
@@ -196,7 +199,27 @@ func (e env) delivery(d adapters.Delivery) string {
 }
 
 func (e env) inventory(inv adapters.Inventory, err error) string {
-	return e.project(fmt.Sprintf("queued=%s inflight=%s dead=%s %s", list(inv.Queued), list(inv.InFlight), list(inv.DeadLettered), Outcome(err)), inv.Unnamed)
+	return e.project(fmt.Sprintf("queued=%s inflight=%s dead=%s %s%s", list(inv.Queued), list(inv.InFlight), list(inv.DeadLettered), Moved(inv.Moved), Outcome(err)), inv.Unnamed)
+}
+
+// Moved renders what the broker did on its own as an inspect step writes it:
+// "moved=[a:dead_lettered *3:trimmed] " (job:action, or *count:action for
+// messages the broker cannot name), or "" when it did nothing, so that every
+// inspect that does not mention it asserts that the broker moved nothing (a
+// job the pipeline dead-lettered is never listed).
+func Moved(ms []adapters.BrokerAction) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		who := m.Job
+		if who == "" {
+			who = "*" + strconv.Itoa(max(m.Count, 1))
+		}
+		parts[i] = who + ":" + m.Action
+	}
+	return "moved=[" + strings.Join(parts, " ") + "] "
 }
 
 func list(ids []string) string { return "[" + strings.Join(ids, " ") + "]" }

@@ -222,11 +222,25 @@ var catalogue = []Script{
 		{Op: "nack", D: 1, Want: "ok"},
 		{Op: "enqueue", Arg: "b", Want: "ok"},
 		{Op: "lease", Dur: long, Want: "b a1 t1", Wait: true},
-		{Op: "inspect", Want: "queued=[] inflight=[b] dead=[a] ok", Wait: true},
+		{Op: "inspect", Want: "queued=[] inflight=[b] dead=[a] moved=[a:dead_lettered] ok", Wait: true},
 		{Op: "ack", D: 1, Want: "lost", alt: []alt{ifFenced}},
 		{Op: "lease", Dur: long, Want: "none"},
 		{Op: "ack", D: 2, Want: "ok"},
-		{Op: "inspect", Want: "queued=[] inflight=[] dead=[a] ok", Wait: true},
+		{Op: "inspect", Want: "queued=[] inflight=[] dead=[a] moved=[a:dead_lettered] ok", Wait: true},
+	}},
+	// The broker's own dead letter is evidence; the pipeline's is in the
+	// history. Inspect tells them apart.
+	{Name: "the broker's dead letter is listed as moved, the pipeline's is not", Options: Options{DeliveryLimit: 2}, Steps: []Step{
+		{Op: "enqueue", Arg: "a", Want: "ok"},
+		{Op: "enqueue", Arg: "b", Want: "ok"},
+		{Op: "lease", Dur: long, Want: "a a1 t1"},
+		{Op: "dead", D: 0, Want: "ok"},
+		{Op: "lease", Dur: long, Want: "b a1 t1", Wait: true},
+		{Op: "nack", D: 1, Want: "ok"},
+		{Op: "lease", Dur: long, Want: "b a2 t2", Wait: true},
+		{Op: "nack", D: 2, Want: "ok"},
+		{Op: "lease", Dur: long, Want: "none"},
+		{Op: "inspect", Want: "queued=[] inflight=[] dead=[a b] moved=[b:dead_lettered] ok", Wait: true},
 	}},
 	{Name: "FIFO delivers a group in order, one at a time", Options: Options{FIFO: true}, Steps: []Step{
 		{Op: "enqueue", Arg: "g1@g", Want: "ok"},
@@ -274,6 +288,6 @@ var catalogue = []Script{
 		{Op: "lease", Dur: long, Want: "g1 a1 t1"},
 		{Op: "nack", D: 0, Want: "ok"},
 		{Op: "lease", Dur: long, Want: "g2 a1 t1", Wait: true},
-		{Op: "inspect", Want: "queued=[] inflight=[g2] dead=[g1] ok", Wait: true},
+		{Op: "inspect", Want: "queued=[] inflight=[g2] dead=[g1] moved=[g1:dead_lettered] ok", Wait: true},
 	}},
 }

@@ -132,6 +132,7 @@ type Queue struct {
 	held    map[string]*holding
 	lastDLQ int
 	dlqIDs  []string
+	moved   []adapters.BrokerAction
 
 	caps    adapters.Capabilities
 	version string
@@ -324,6 +325,12 @@ func (q *Queue) dial(gen uint64) (*conn, error) {
 // declare creates the run's exchange and queues if they do not exist.
 func (q *Queue) declare(ch *amqp.Channel) error {
 	durable := !q.opts.Volatile
+	// The work queue first: the broker refuses bad or mismatched arguments
+	// (PRECONDITION_FAILED) there, and a refused Open then leaves nothing
+	// behind. A dead-letter exchange named before it exists is fine.
+	if _, err := ch.QueueDeclare(q.names.main, durable, false, false, false, q.args); err != nil {
+		return err
+	}
 	if q.dlx != "" {
 		if err := ch.ExchangeDeclare(q.dlx, "fanout", durable, false, false, false, nil); err != nil {
 			return err
@@ -339,9 +346,6 @@ func (q *Queue) declare(ch *amqp.Channel) error {
 	}
 	delayArgs := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q.names.main}
 	if _, err := ch.QueueDeclare(q.names.delay, durable, false, false, false, delayArgs); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(q.names.main, durable, false, false, false, q.args); err != nil {
 		return err
 	}
 	for _, n := range []string{q.names.held, q.names.live} {
@@ -466,11 +470,26 @@ func capabilities(o Options, quorum, dlx bool, version string) adapters.Capabili
 	default:
 		notes = append(notes, "classic queue: only the redelivered flag: the token grows on the first redelivery and then stays (approximate); the broker does not count deliveries, so a job that kills its worker on every delivery is redelivered without bound")
 	}
+	var drops []string // what makes the broker remove a message on its own
+	for _, k := range []string{"x-delivery-limit", "x-message-ttl", "x-max-length", "x-max-length-bytes"} {
+		if _, ok := o.Args[k]; ok && !o.Volatile {
+			drops = append(drops, k)
+		}
+	}
+	if o.Expiration > 0 {
+		drops = append(drops, "per-message expiration")
+	}
 	if dlx {
 		c.DeadLetter = adapters.Native
 		notes = append(notes, "dead letters: basic.reject without requeue routes through the run's dead-letter exchange to its DLQ (native; RabbitMQ dead-letters at most once by default)")
+		if len(drops) > 0 {
+			notes = append(notes, "what the broker dead-letters on its own ("+strings.Join(drops, ", ")+") is reported as moved by the broker, with the x-death reason (delivery_limit, expired, maxlen) and time; the pipeline's dead letters have the reason rejected")
+		}
 	} else {
 		notes = append(notes, "dead letters: published to the run's DLQ with a confirm, then acked (emulated)")
+		if len(drops) > 0 {
+			notes = append(notes, "no dead-letter exchange: a message the broker removes on its own ("+strings.Join(drops, ", ")+") is dropped without a record; such a job is gone without the broker's reason")
+		}
 	}
 	if o.NoConfirms {
 		notes = append(notes, "publisher confirms off: Enqueue returns before the broker has the message: not durable")
@@ -845,7 +864,8 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 // only when no other process of the run has a connection open, i.e. at the end of
 // a run; until then they are listed as "ready#n" placeholders, and held
 // deliveries always as "unacked#n". Dead letters are named by browsing the DLQ
-// (nobody consumes it) whenever its count changed.
+// (nobody consumes it) whenever its count changed; those the broker moved
+// there on its own are in Moved (see brokerAction).
 func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	var inv adapters.Inventory
 	err := q.do(ctx, func(c *conn) error {
@@ -921,13 +941,19 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 			}
 		}
 		if dead != q.lastDLQ {
-			ids, err := q.browse(c, q.names.dlq)
+			var moved []adapters.BrokerAction
+			ids, err := q.browseMessages(c, q.names.dlq, func(id string, m amqp.Delivery) {
+				if a, ok := q.brokerAction(id, m); ok {
+					moved = append(moved, a)
+				}
+			})
 			if err != nil {
 				return err
 			}
-			q.lastDLQ, q.dlqIDs = dead, ids
+			q.lastDLQ, q.dlqIDs, q.moved = dead, ids, moved
 		}
 		inv.DeadLettered = append([]string(nil), q.dlqIDs...)
+		inv.Moved = append([]adapters.BrokerAction(nil), q.moved...)
 		return nil
 	})
 	if err != nil {
@@ -956,6 +982,11 @@ func (q *Queue) passive(c *conn, queue string) (int, int, error) {
 // browse names the ready messages of queue by taking them all on a channel of
 // its own and closing it, which puts them back.
 func (q *Queue) browse(c *conn, queue string) ([]string, error) {
+	return q.browseMessages(c, queue, nil)
+}
+
+// browseMessages is browse that also hands each message to see, if not nil.
+func (q *Queue) browseMessages(c *conn, queue string, see func(id string, m amqp.Delivery)) ([]string, error) {
 	ch, err := c.c.Channel()
 	if err != nil {
 		return nil, q.brokerErr(c, err)
@@ -978,6 +1009,57 @@ func (q *Queue) browse(c *conn, queue string) ([]string, error) {
 			}
 		}
 		ids = append(ids, id)
+		if see != nil {
+			see(id, m)
+		}
 	}
 	return ids, nil
+}
+
+// brokerAction says whether the dead letter m (job id) was moved there by the
+// broker on its own, and how, from the x-death entry of the work queue that
+// RabbitMQ adds when it dead-letters a message
+// (https://www.rabbitmq.com/docs/dlx#effects): the most recent entry for the
+// work queue comes first, its reason is "rejected" for a basic.reject or
+// basic.nack without requeue — the adapter's DeadLetter, the only place it
+// rejects without requeue — and "expired", "maxlen" or "delivery_limit" for the
+// broker's own actions. A message the adapter published to the DLQ itself
+// (emulated DeadLetter, x-durachk-reason) has no x-death entry of the work
+// queue: copyOf leaves the earlier ones out.
+func (q *Queue) brokerAction(id string, m amqp.Delivery) (adapters.BrokerAction, bool) {
+	deaths, _ := m.Headers["x-death"].([]any)
+	for _, d := range deaths {
+		t, ok := d.(amqp.Table)
+		if !ok || t["queue"] != q.names.main {
+			continue
+		}
+		reason, _ := t["reason"].(string)
+		if reason == "rejected" {
+			return adapters.BrokerAction{}, false
+		}
+		a := adapters.BrokerAction{Job: id, Action: adapters.ActionDeadLettered, Reason: reason}
+		switch reason {
+		case "expired":
+			a.Action = adapters.ActionExpired
+		case "maxlen":
+			a.Action = adapters.ActionDropped
+		}
+		if at, ok := t["time"].(time.Time); ok {
+			a.At = at.UTC() // whole seconds: an AMQP timestamp
+		}
+		before := headerInt(m.Headers, DeliveriesHeader)
+		switch n := headerInt(m.Headers, DeliveryCountHeader); {
+		case n > 0:
+			a.Deliveries = int(before + n + 1)
+		case reason == "delivery_limit" && q.quorum:
+			// RabbitMQ 3.x removes x-delivery-count from the dead letter; it
+			// dead-letters a message whose return count exceeds the limit, so
+			// it had limit+1 deliveries (plus those before a delayed nack).
+			if limit := headerInt(amqp.Table(q.args), "x-delivery-limit"); limit >= 0 && q.args["x-delivery-limit"] != nil {
+				a.Deliveries = int(before + limit + 1)
+			}
+		}
+		return a, true
+	}
+	return adapters.BrokerAction{}, false
 }

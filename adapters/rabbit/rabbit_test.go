@@ -239,6 +239,8 @@ func TestCapabilities(t *testing.T) {
 		{"transient quorum is still durable", Options{Transient: true, Args: quorum.Args}, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, true, "quorum", adapters.None},
 		{"no confirms", Options{NoConfirms: true, Args: quorum.Args}, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, false, "confirms off", adapters.None},
 		{"volatile", Options{Volatile: true}, "rabbitmq 3.10.8", adapters.Approximate, adapters.None, adapters.Emulated, false, "negative control", adapters.None},
+		{"the broker's own dead letters are reported", quorum, "rabbitmq 3.10.8", adapters.Native, adapters.Native, adapters.Native, true, "x-death reason", adapters.None},
+		{"a TTL without a dead-letter exchange drops without a record", Options{Args: map[string]any{"x-message-ttl": int64(100)}}, "rabbitmq 3.10.8", adapters.Approximate, adapters.None, adapters.Emulated, true, "x-message-ttl) is dropped without a record", adapters.None},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -455,5 +457,186 @@ func BenchmarkRawLoop(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// What RabbitMQ does on its own — dead-lettering at the delivery limit,
+// expiring by TTL, dropping the head on overflow — is listed in Moved with the
+// x-death reason; what the pipeline dead-letters (basic.reject, or the
+// emulated publish to the DLQ) is not; without a dead-letter exchange the
+// broker drops the message and keeps no record, so nothing is listed.
+func TestBrokerActionsAreReported(t *testing.T) {
+	args := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		opts Options
+		// act enqueues and settles; the pipeline dead-letters the job "p".
+		act       func(t *testing.T, q *Queue)
+		wantDead  string
+		wantMoved string // job:action:reason:deliveries, space-separated
+	}{
+		{name: "quorum delivery limit", opts: Options{Args: args("x-queue-type", "quorum", "x-delivery-limit", int64(1), "x-dead-letter-exchange", "dlx")},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "a", "p")
+				da := leaseJob(t, q, "a")
+				deadLetter(t, q, "p")
+				nack(t, q, da)
+				nack(t, q, leaseJob(t, q, "a")) // a's second return: over the limit
+			}, wantDead: "[p a]", wantMoved: "a:dead_lettered:delivery_limit:2"},
+		{name: "quorum message TTL", opts: Options{Args: args("x-queue-type", "quorum", "x-message-ttl", int64(200), "x-dead-letter-exchange", "dlx")},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "p")
+				deadLetter(t, q, "p")
+				enqueue(t, q, "a")
+				time.Sleep(400 * time.Millisecond)
+			}, wantDead: "[p a]", wantMoved: "a:expired:expired:0"},
+		{name: "per-message expiration on a classic queue", opts: Options{Expiration: 200 * time.Millisecond, Args: args("x-queue-type", "classic", "x-dead-letter-exchange", "dlx")},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "a")
+				time.Sleep(400 * time.Millisecond)
+			}, wantDead: "[a]", wantMoved: "a:expired:expired:0"},
+		{name: "quorum max length drops the head", opts: Options{Args: args("x-queue-type", "quorum", "x-max-length", int64(1), "x-overflow", "drop-head", "x-dead-letter-exchange", "dlx")},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "a", "b")
+			}, wantDead: "[a]", wantMoved: "a:dropped:maxlen:0"},
+		{name: "classic reject-publish-dlx dead-letters the refused publish", opts: Options{Args: args("x-queue-type", "classic", "x-max-length", int64(1), "x-overflow", "reject-publish-dlx", "x-dead-letter-exchange", "dlx")},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "a")
+				if err := q.Enqueue(context.Background(), job("b")); err == nil {
+					t.Error("enqueue past the max length was confirmed")
+				}
+			}, wantDead: "[b]", wantMoved: "b:dropped:maxlen:0"},
+		{name: "a delayed nack's expiry in the delay queue is not the work queue's", opts: Options{DelayQueue: true, Args: quorum.Args},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "p")
+				if err := q.Nack(context.Background(), leaseJob(t, q, "p"), 100*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+				deadLetter(t, q, "p") // its x-death: rejected from the work queue, expired from the delay queue
+			}, wantDead: "[p]"},
+		{name: "emulated dead letters are the pipeline's", opts: classic,
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "p")
+				deadLetter(t, q, "p")
+			}, wantDead: "[p]"},
+		{name: "without a dead-letter exchange an expired message leaves no record", opts: Options{Args: args("x-queue-type", "classic", "x-message-ttl", int64(200))},
+			act: func(t *testing.T, q *Queue) {
+				enqueue(t, q, "a")
+				time.Sleep(400 * time.Millisecond)
+			}, wantDead: "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(t, tt.opts)
+			before := time.Now().Add(-time.Second).Truncate(time.Second)
+			tt.act(t, q)
+			var inv adapters.Inventory
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				var err error
+				if inv, err = q.Inspect(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(inv.DeadLettered) == tt.wantDead || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if got := fmt.Sprint(inv.DeadLettered); got != tt.wantDead {
+				t.Errorf("dead letters %s, want %s", got, tt.wantDead)
+			}
+			var moved []string
+			for _, m := range inv.Moved {
+				moved = append(moved, fmt.Sprintf("%s:%s:%s:%d", m.Job, m.Action, m.Reason, m.Deliveries))
+				if m.At.Before(before) || m.At.After(time.Now()) {
+					t.Errorf("%s moved at %v, want between %v and now", m.Job, m.At, before)
+				}
+			}
+			if got := strings.Join(moved, " "); got != tt.wantMoved {
+				t.Errorf("moved %q, want %q", got, tt.wantMoved)
+			}
+		})
+	}
+}
+
+func enqueue(t *testing.T, q *Queue, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := q.Enqueue(context.Background(), job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func leaseJob(t *testing.T, q *Queue, want string) adapters.Delivery {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d, err := q.Lease(context.Background(), long)
+		if errors.Is(err, adapters.ErrNoJob) && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil || d.Job.ID != want {
+			t.Fatalf("lease = %s, %v; want %s", d.Job.ID, err, want)
+		}
+		return d
+	}
+}
+
+func nack(t *testing.T, q *Queue, d adapters.Delivery) {
+	t.Helper()
+	if err := q.Nack(context.Background(), d, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadLetter leases the job id and dead-letters it as the pipeline does.
+func deadLetter(t *testing.T, q *Queue, id string) {
+	t.Helper()
+	if err := q.DeadLetter(context.Background(), leaseJob(t, q, id), "permanent_error"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An Open the broker refuses (a queue argument it does not accept) leaves no
+// queue of the run behind.
+func TestRefusedArgumentsLeaveNothing(t *testing.T) {
+	url := testURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runID := randomRunID()
+	_, err := Open(ctx, url, runID, Options{Args: map[string]any{"x-queue-type": "quorum", "x-overflow": "bogus", "x-dead-letter-exchange": "dlx"}})
+	if err == nil || !strings.Contains(err.Error(), "x-overflow") {
+		t.Fatalf("open with x-overflow=bogus: %v, want the broker's refusal", err)
+	}
+	c, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := QueueName(runID)
+	for _, n := range []string{base, base + ".delay", base + ".dlq", base + ".held", base + ".live"} {
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDeclarePassive(n, false, false, false, false, nil); err == nil {
+			t.Errorf("queue %s is left after a refused Open", n)
+			_, _ = ch.QueueDelete(n, false, false, false)
+			ch.Close()
+		}
+	}
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclarePassive(base+".dlx", "fanout", true, false, false, false, nil); err == nil {
+		t.Errorf("exchange %s.dlx is left after a refused Open", base)
+		_ = ch.ExchangeDelete(base+".dlx", false, false)
 	}
 }

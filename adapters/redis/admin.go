@@ -55,9 +55,9 @@ func Ready(ctx context.Context, addr string) error {
 	return c.Exists(ctx, "durachk:ready").Err()
 }
 
-// runKeyRE matches exactly the keys a run creates (Prefix + stream, delayed or
-// dead); cleanup never deletes anything else.
-var runKeyRE = regexp.MustCompile(`^durachk:([a-z0-9]{1,40}):(stream|delayed|dead)$`)
+// runKeyRE matches exactly the keys a run creates (Prefix + stream, delayed,
+// dead or ids); cleanup never deletes anything else.
+var runKeyRE = regexp.MustCompile(`^durachk:([a-z0-9]{1,40}):(stream|delayed|dead|ids)$`)
 
 // DeleteRunKeys deletes the keys of runs that were killed before their teardown,
 // found with SCAN (never KEYS), except those of runs for which live is true. It

@@ -25,6 +25,13 @@
 //     ZSET scored by due time (server clock); Lease moves due jobs back into the
 //     stream (XADD, a new entry at the tail).
 //   - Dead letter: the job is moved to the stream durachk:<runid>:dead.
+//   - What the server does on its own: XADD's MAXLEN/MINID trimming deletes
+//     entries whether or not they were delivered or acknowledged. Every entry
+//     the adapter adds is recorded in the hash durachk:<runid>:ids (entry id
+//     -> job), in the same script as its XADD, and removed by the script that
+//     acks, nacks or dead-letters it: an entry of that hash that the stream no
+//     longer holds was deleted by the server (or by someone else), never by
+//     the pipeline. Inspect names those jobs in Inventory.Moved.
 //
 // Every clock is the Redis server's (TIME, idle times): a worker's clock never
 // decides whether a lease is live. Redis Cluster is not supported (the scripts
@@ -32,6 +39,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,6 +49,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,15 +106,15 @@ func Prefix(runID string) string { return "durachk:" + runID + ":" }
 // one consumer of the group (named by host, pid and a random suffix): a
 // delivery's receipt names its consumer, so any Queue of the run may ack it.
 type Queue struct {
-	rdb                   *goredis.Client
-	stream, delayed, dead string
-	consumer              string
-	opts                  Options
-	caps                  adapters.Capabilities
-	version               string
-	lastLease             atomic.Int64 // ms of the last lease asked for, for Inspect
-	lastSweep             atomic.Int64 // unix ns of the last lease script
-	closed                atomic.Bool
+	rdb                        *goredis.Client
+	stream, delayed, dead, ids string
+	consumer                   string
+	opts                       Options
+	caps                       adapters.Capabilities
+	version                    string
+	lastLease                  atomic.Int64 // ms of the last lease asked for, for Inspect
+	lastSweep                  atomic.Int64 // unix ns of the last lease script
+	closed                     atomic.Bool
 }
 
 var (
@@ -149,7 +158,7 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	o.DisableIdentity = true
 	o.Protocol = 2
 	p := Prefix(runID)
-	q := &Queue{rdb: goredis.NewClient(o), stream: p + "stream", delayed: p + "delayed", dead: p + "dead",
+	q := &Queue{rdb: goredis.NewClient(o), stream: p + "stream", delayed: p + "delayed", dead: p + "dead", ids: p + "ids",
 		consumer: consumerName(), opts: opts}
 	if err := q.open(ctx); err != nil {
 		q.rdb.Close()
@@ -250,7 +259,7 @@ func capabilities(opts Options, dead string, settings map[string]string, cfgErr 
 		}
 	}
 	if opts.MaxLen > 0 || opts.MinID != "" || opts.MinIDAge > 0 {
-		notes = append(notes, "XADD trims the stream ("+trimNote(opts)+"): trimming deletes entries whether or not they were acknowledged, so jobs can be lost")
+		notes = append(notes, "XADD trims the stream ("+trimNote(opts)+"): trimming deletes entries whether or not they were acknowledged, so jobs can be lost; Inspect names the trimmed jobs (moved by the broker: trimmed) from the run's entry index")
 	}
 	notes = append(notes, opts.Notes...)
 	return adapters.Capabilities{
@@ -291,9 +300,9 @@ func (q *Queue) ServerVersion() string { return "redis " + q.version }
 // Consumer is this Queue's consumer name in the group.
 func (q *Queue) Consumer() string { return q.consumer }
 
-// Keys are the run's keys: the stream, the delayed set and the dead-letter
-// stream.
-func (q *Queue) Keys() []string { return []string{q.stream, q.delayed, q.dead} }
+// Keys are the run's keys: the stream, the delayed set, the dead-letter
+// stream and the index of the entries the adapter added.
+func (q *Queue) Keys() []string { return []string{q.stream, q.delayed, q.dead, q.ids} }
 
 // Client is the underlying go-redis client (for tests and benchmarks).
 func (q *Queue) Client() *goredis.Client { return q.rdb }
@@ -307,7 +316,7 @@ func (q *Queue) Close() error {
 }
 
 // Drop deletes the run's keys (the stream with its consumer group, the delayed
-// set and the dead-letter stream) and nothing else. Call it before Close.
+// set, the dead-letter stream and the entry index) and nothing else. Call it before Close.
 func (q *Queue) Drop(ctx context.Context) error {
 	if q.closed.Load() {
 		return fmt.Errorf("redis: drop %s: %w", q.stream, adapters.ErrClosed)
@@ -390,9 +399,10 @@ func (q *Queue) run(ctx context.Context, s *goredis.Script, keys []string, args 
 	return v, err
 }
 
-// Enqueue appends job to the stream (XADD, with the configured trimming); it
-// is visible at once. A lost reply is adapters.ErrAmbiguous: a retry may
-// enqueue a second copy (at-least-once).
+// Enqueue appends job to the stream (XADD, with the configured trimming) and
+// records the entry in the run's index, in one script; it is visible at once.
+// A lost reply is adapters.ErrAmbiguous: a retry may enqueue a second copy
+// (at-least-once).
 func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 	d := adapters.Delivery{Job: job}
 	if q.closed.Load() {
@@ -402,21 +412,27 @@ func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 	if err != nil {
 		return opErr("enqueue", d, err)
 	}
-	return opErr("enqueue", d, classify(q.rdb.XAdd(ctx, q.xadd(job.ID, "0", b)).Err()))
+	strategy, approx, threshold := q.trim()
+	_, err = enqueueScript.Run(ctx, q.rdb, []string{q.stream, q.ids}, job.ID, "0", b, strategy, approx, threshold).Result()
+	return opErr("enqueue", d, classify(err))
 }
 
-func (q *Queue) xadd(id, base string, job []byte) *goredis.XAddArgs {
-	a := &goredis.XAddArgs{Stream: q.stream, ID: "*", Approx: q.opts.Approximate,
-		Values: []any{"id", id, "base", base, "job", job}}
+// trim is the XADD trimming of the options: strategy (MAXLEN, MINID or ""),
+// "~" or "", and the threshold.
+func (q *Queue) trim() (string, string, string) {
+	approx := ""
+	if q.opts.Approximate {
+		approx = "~"
+	}
 	switch {
 	case q.opts.MaxLen > 0:
-		a.MaxLen = q.opts.MaxLen
+		return "MAXLEN", approx, strconv.FormatInt(q.opts.MaxLen, 10)
 	case q.opts.MinIDAge > 0:
-		a.MinID = strconv.FormatInt(time.Now().Add(-q.opts.MinIDAge).UnixMilli(), 10)
+		return "MINID", approx, strconv.FormatInt(time.Now().Add(-q.opts.MinIDAge).UnixMilli(), 10)
 	case q.opts.MinID != "":
-		a.MinID = q.opts.MinID
+		return "MINID", approx, q.opts.MinID
 	}
-	return a
+	return "", "", ""
 }
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
@@ -449,7 +465,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 		}
 	}
 	q.lastSweep.Store(now)
-	v, err := q.run(ctx, leaseScript, []string{q.stream, q.delayed}, Group, q.consumer, ms(claim))
+	v, err := q.run(ctx, leaseScript, []string{q.stream, q.delayed, q.ids}, Group, q.consumer, ms(claim))
 	switch {
 	case errors.Is(err, goredis.Nil):
 		if q.opts.Block > 0 {
@@ -561,7 +577,7 @@ func (q *Queue) onDelivery(ctx context.Context, op string, s *goredis.Script, d 
 	default:
 		args = append(args, extra)
 	}
-	v, err := q.run(ctx, s, []string{q.stream, q.delayed, q.dead}, args...)
+	v, err := q.run(ctx, s, []string{q.stream, q.delayed, q.dead, q.ids}, args...)
 	if err != nil {
 		return opErr(op, d, classify(err))
 	}
@@ -614,7 +630,11 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 // Inspect lists what is left, by job id, from one atomic snapshot: queued (new
 // entries, delayed jobs, and pending entries idle past the claim-min-idle or
 // the last lease this Queue asked for), in flight (other pending entries) and
-// dead letters. Entries trimmed away are in none of them.
+// dead letters. Entries the server deleted on its own (trimming) are in none
+// of them: they are in Moved, named by the run's entry index, in the order
+// they were added, with the deliveries they had where the group's pending
+// list still counts them (the reason is the configured trimming, e.g.
+// "MAXLEN 100"; the server records no time).
 func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	var inv adapters.Inventory
 	var none adapters.Delivery
@@ -625,16 +645,49 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	if q.opts.ClaimMinIdle > 0 {
 		claim = ms(q.opts.ClaimMinIdle)
 	}
-	v, err := q.run(ctx, inspectScript, []string{q.stream, q.delayed, q.dead}, Group, claim)
+	v, err := q.run(ctx, inspectScript, []string{q.stream, q.delayed, q.dead, q.ids}, Group, claim)
 	if err != nil {
 		return inv, opErr("inspect", none, classify(err))
 	}
 	r, ok := v.([]any)
-	if !ok || len(r) != 3 {
+	if !ok || len(r) != 4 {
 		return inv, opErr("inspect", none, fmt.Errorf("redis: unexpected inspect reply %T", v))
 	}
 	inv.Queued, inv.InFlight, inv.DeadLettered = strs(r[0]), strs(r[1]), strs(r[2])
+	inv.Moved = q.moved(r[3])
 	return inv, nil
+}
+
+// moved reads the inspect script's {entry, job id, deliveries} triples of the
+// entries the stream lost, sorted by entry id.
+func (q *Queue) moved(v any) []adapters.BrokerAction {
+	xs, _ := v.([]any)
+	type gone struct {
+		ms, seq int64
+		a       adapters.BrokerAction
+	}
+	var gs []gone
+	action, reason := adapters.ActionTrimmed, trimNote(q.opts)
+	if q.opts.MaxLen == 0 && q.opts.MinID == "" && q.opts.MinIDAge == 0 {
+		// No trimming configured: someone else deleted it (XDEL, XTRIM).
+		action, reason = adapters.ActionDropped, "deleted from the stream, not by the adapter"
+	}
+	for i := 0; i+2 < len(xs); i += 3 {
+		entry, _ := xs[i].(string)
+		job, _ := xs[i+1].(string)
+		n, _ := xs[i+2].(int64)
+		msPart, seqPart, _ := strings.Cut(entry, "-")
+		g := gone{a: adapters.BrokerAction{Job: job, Action: action, Reason: reason, Deliveries: int(n)}}
+		g.ms, _ = strconv.ParseInt(msPart, 10, 64)
+		g.seq, _ = strconv.ParseInt(seqPart, 10, 64)
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(a, b gone) int { return cmp.Or(cmp.Compare(a.ms, b.ms), cmp.Compare(a.seq, b.seq)) })
+	var out []adapters.BrokerAction
+	for _, g := range gs {
+		out = append(out, g.a)
+	}
+	return out
 }
 
 func strs(v any) []string {

@@ -110,14 +110,17 @@ func TestKnobScripts(t *testing.T) {
 			{Op: "lease", Dur: long, Want: "a a1 t1"},
 			{Op: "enqueue", Arg: "c", Want: "ok"},
 			{Op: "enqueue", Arg: "d", Want: "ok"},
-			{Op: "inspect", Want: "queued=[c d] inflight=[] dead=[] ok"}, // a and b are gone
-			{Op: "ack", D: 0, Want: "ok"},                                // its holder may still ack it: it is pending
+			// a and b are gone, trimmed by the server: a job can be lost.
+			{Op: "inspect", Want: "queued=[c d] inflight=[] dead=[] moved=[a:trimmed b:trimmed] ok"},
+			// a's holder may still ack it (it is pending): a is done, b is lost.
+			{Op: "ack", D: 0, Want: "ok"},
+			{Op: "inspect", Want: "queued=[c d] inflight=[] dead=[] moved=[b:trimmed] ok"},
 			{Op: "lease", Dur: long, Want: "c a1 t1"},
 		}},
 		// The entry an XADD adds is trimmed by its own MINID: acknowledged, gone.
 		{name: "MINID in the future trims even the new entry", opts: Options{MinID: strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)}, steps: []queuetest.Step{
 			{Op: "enqueue", Arg: "a", Want: "ok"},
-			{Op: "inspect", Want: "queued=[] inflight=[] dead=[] ok"},
+			{Op: "inspect", Want: "queued=[] inflight=[] dead=[] moved=[a:trimmed] ok"},
 			{Op: "lease", Dur: long, Want: "none"},
 		}},
 		{name: "MINID retention keeps young entries", opts: Options{MinIDAge: time.Hour}, steps: []queuetest.Step{
@@ -479,3 +482,72 @@ type replyErr string
 
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
+
+// Trimming is the server's own action: the trimmed jobs are named in Moved
+// with the configured trimming as the reason and the deliveries the pending
+// list still counts; a job the pipeline dead-lettered is not in Moved, nor is a
+// trimmed job its holder acked. An entry deleted by someone else without
+// trimming configured is reported dropped.
+func TestTrimmedJobsAreTheServersOwnAction(t *testing.T) {
+	ctx := context.Background()
+	enqueue := func(q *Queue, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if err := q.Enqueue(ctx, job(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lease := func(q *Queue, d time.Duration, want string) adapters.Delivery {
+		t.Helper()
+		l, err := q.Lease(ctx, d)
+		if err != nil || l.Job.ID != want {
+			t.Fatalf("lease = %s, %v; want %s", l.Job.ID, err, want)
+		}
+		return l
+	}
+	moved := func(q *Queue) string {
+		t.Helper()
+		inv, err := q.Inspect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%+v dead=%v", inv.Moved, inv.DeadLettered)
+	}
+
+	q := newQueue(t, Options{MaxLen: 2})
+	enqueue(q, "a")
+	lease(q, 100*time.Millisecond, "a") // its holder dies with it
+	enqueue(q, "b")
+	if err := q.DeadLetter(ctx, lease(q, time.Minute, "b"), "permanent_error"); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(q, "c")
+	dc := lease(q, time.Minute, "c")
+	enqueue(q, "d", "e") // trims a (pending, delivered once) and c (pending)
+	if err := q.Ack(ctx, dc); err != nil {
+		t.Fatalf("ack of a trimmed pending entry: %v", err)
+	}
+	want := "[{Job:a Action:trimmed Reason:MAXLEN 2 Deliveries:1 Count:0 At:0001-01-01 00:00:00 +0000 UTC}] dead=[b]"
+	if got := moved(q); got != want {
+		t.Errorf("inspect:\n got %s\nwant %s", got, want)
+	}
+	// A claimer's XAUTOCLAIM drops the deleted entry from the pending list: the
+	// job is still named, its deliveries are no longer known.
+	time.Sleep(150 * time.Millisecond)
+	lease(q, 100*time.Millisecond, "d")
+	want = "[{Job:a Action:trimmed Reason:MAXLEN 2 Deliveries:0 Count:0 At:0001-01-01 00:00:00 +0000 UTC}] dead=[b]"
+	if got := moved(q); got != want {
+		t.Errorf("inspect after the claim:\n got %s\nwant %s", got, want)
+	}
+
+	q = newQueue(t, Options{})
+	enqueue(q, "x")
+	if err := q.rdb.XTrimMaxLen(ctx, q.stream, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want = "[{Job:x Action:dropped Reason:deleted from the stream, not by the adapter Deliveries:0 Count:0 At:0001-01-01 00:00:00 +0000 UTC}] dead=[]"
+	if got := moved(q); got != want {
+		t.Errorf("inspect after an XTRIM by someone else:\n got %s\nwant %s", got, want)
+	}
+}

@@ -10,9 +10,11 @@ import goredis "github.com/redis/go-redis/v9"
 // emulation of a fenced ack: XACK itself checks no owner.
 //
 // Keys: KEYS[1] the stream, KEYS[2] the delayed set (ZSET, score = due time in
-// server milliseconds), KEYS[3] the dead-letter stream. Every job entry has the
-// fields id (the job id), base (deliveries before this entry, carried across a
-// delayed Nack) and job (the JSON job).
+// server milliseconds), KEYS[3] the dead-letter stream, KEYS[4] the entry index
+// (HASH entry id -> "base:job id" of every entry the adapter added and has not
+// removed itself). Every job entry has the fields id (the job id), base
+// (deliveries before this entry, carried across a delayed Nack) and job (the
+// JSON job).
 
 // luaNow is the server's clock in milliseconds: every lease, delay and idle
 // time of the adapter is measured on it, never on a worker's clock.
@@ -39,8 +41,24 @@ if not p then return 'gone' end
 if p[2] ~= c or tonumber(p[4]) ~= cnt then return 'stale' end
 `
 
-// leaseScript (ARGV: group, consumer, min-idle ms) moves due delayed jobs back
-// into the stream, then claims one entry idle for at least min-idle
+// enqueueScript (KEYS: stream, index; ARGV: job id, base, job, trimming
+// strategy MAXLEN|MINID|"", "~"|"", threshold) adds the entry, trimming as
+// configured, and records it in the index.
+var enqueueScript = goredis.NewScript(`
+local a = {KEYS[1]}
+if ARGV[4] ~= '' then
+  table.insert(a, ARGV[4])
+  if ARGV[5] ~= '' then table.insert(a, ARGV[5]) end
+  table.insert(a, ARGV[6])
+end
+for _, x in ipairs({'*', 'id', ARGV[1], 'base', ARGV[2], 'job', ARGV[3]}) do table.insert(a, x) end
+local e = redis.call('XADD', unpack(a))
+redis.call('HSET', KEYS[2], e, ARGV[2] .. ':' .. ARGV[1])
+return e
+`)
+
+// leaseScript (KEYS: stream, delayed, index; ARGV: group, consumer, min-idle
+// ms) moves due delayed jobs back into the stream, then claims one entry idle for at least min-idle
 // (XAUTOCLAIM, which bumps its delivery counter), else reads one new entry
 // (XREADGROUP >, delivery counter 1). It returns {entry id, fields, delivery
 // count} or nil.
@@ -49,7 +67,8 @@ local s, dl, g, c = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local due = redis.call('ZRANGEBYSCORE', dl, '-inf', now_ms(), 'LIMIT', 0, 64)
 for _, m in ipairs(due) do
   local j = cjson.decode(m)
-  redis.call('XADD', s, '*', 'id', j.id, 'base', j.base, 'job', j.job)
+  local e = redis.call('XADD', s, '*', 'id', j.id, 'base', j.base, 'job', j.job)
+  redis.call('HSET', KEYS[3], e, j.base .. ':' .. j.id)
   redis.call('ZREM', dl, m)
 end
 local cursor = '0-0'
@@ -70,10 +89,12 @@ end
 return false
 `)
 
-// ackScript (ARGV: group, consumer, entry id, count) acks and deletes the entry.
+// ackScript (ARGV: group, consumer, entry id, count) acks and deletes the entry
+// (a pending entry the server trimmed can still be acked: its job is done).
 var ackScript = goredis.NewScript(luaCheck + `
 redis.call('XACK', s, g, id)
 redis.call('XDEL', s, id)
+redis.call('HDEL', KEYS[4], id)
 return 'ok'
 `)
 
@@ -97,6 +118,7 @@ local m = cjson.encode({e = id, id = field(e[2], 'id'), job = field(e[2], 'job')
   base = tostring(tonumber(field(e[2], 'base')) + tonumber(p[4]))})
 redis.call('ZADD', KEYS[2], now_ms() + tonumber(ARGV[5]), m)
 redis.call('XDEL', s, id)
+redis.call('HDEL', KEYS[4], id)
 return 'ok'
 `)
 
@@ -109,18 +131,25 @@ if not e then return 'gone' end
 redis.call('XADD', KEYS[3], '*', 'id', field(e[2], 'id'), 'reason', ARGV[5],
   'attempt', tostring(tonumber(field(e[2], 'base')) + tonumber(p[4])), 'job', field(e[2], 'job'))
 redis.call('XDEL', s, id)
+redis.call('HDEL', KEYS[4], id)
 return 'ok'
 `)
 
 // inspectScript (ARGV: group, idle ms at which a pending entry counts as
-// queued again, 0: never) lists job ids: {queued, in flight, dead}, from one
-// atomic snapshot.
+// queued again, 0: never) lists job ids: {queued, in flight, dead, gone}, from
+// one atomic snapshot; gone holds {entry id, job id, deliveries} of each entry
+// of the index that the stream no longer holds (deliveries: the base plus the
+// pending list's count while it still has the entry).
 var inspectScript = goredis.NewScript(luaNow + `
 local s, dl, dead, g, claim = KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2])
-local idle = {}
-for _, p in ipairs(redis.call('XPENDING', s, g, '-', '+', 1000000)) do idle[p[1]] = tonumber(p[3]) end
-local q, f, d = {}, {}, {}
+local idle, count = {}, {}
+for _, p in ipairs(redis.call('XPENDING', s, g, '-', '+', 1000000)) do
+  idle[p[1]] = tonumber(p[3])
+  count[p[1]] = tonumber(p[4])
+end
+local q, f, d, gone, present = {}, {}, {}, {}, {}
 for _, e in ipairs(redis.call('XRANGE', s, '-', '+')) do
+  present[e[1]] = true
   local i = idle[e[1]]
   if i == nil or (claim > 0 and i >= claim) then
     table.insert(q, field(e[2], 'id'))
@@ -130,5 +159,15 @@ for _, e in ipairs(redis.call('XRANGE', s, '-', '+')) do
 end
 for _, m in ipairs(redis.call('ZRANGE', dl, 0, -1)) do table.insert(q, cjson.decode(m).id) end
 for _, e in ipairs(redis.call('XRANGE', dead, '-', '+')) do table.insert(d, field(e[2], 'id')) end
-return {q, f, d}
+local ix = redis.call('HGETALL', KEYS[4])
+for i = 1, #ix, 2 do
+  local e = ix[i]
+  if not present[e] then
+    local base, job = string.match(ix[i + 1], '^(%d+):(.*)$')
+    table.insert(gone, e)
+    table.insert(gone, job)
+    table.insert(gone, tonumber(base) + (count[e] or 0))
+  end
+end
+return {q, f, d, gone}
 `)

@@ -181,3 +181,57 @@ func TestCatalogueOnEmulator(t *testing.T) {
 		t.Errorf("queues left after the runs: %v", left)
 	}
 }
+
+// A run of retry.bounded through real processes with a RedrivePolicy: when the
+// consumer ignores the receive count, SQS's redrive moves the poison jobs and
+// the final inventory lists them (reason maxReceiveCount 3); with the
+// reference pipeline, which dead-letters at its own bound, whatever is listed
+// was never dead-lettered by the pipeline.
+func TestRedriveInARun(t *testing.T) {
+	raw := targetURL(t, "name=redrive3&redrive.maxReceiveCount=3")
+	c, err := contracts.Lookup("retry.bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sabotage := range []bool{true, false} {
+		t.Run(map[bool]string{true: "consumer ignores the receive count", false: "reference pipeline"}[sabotage], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			spec, err := targets.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := runner.New(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := contracts.Run{Contract: c.ID, Scenario: c.Scenario(1, contracts.DefaultJobs), Seed: 1}
+			if sabotage {
+				run.Sabotage = &c.Sabotages[0]
+			}
+			ex, err := target.Execute(ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byPipeline := map[string]bool{}
+			for _, op := range ex.Ops {
+				if op.F == history.DeadLetter && op.Type == history.OK {
+					byPipeline[op.Job] = true
+				}
+			}
+			inv := ex.Final.Broker
+			if sabotage && len(inv.Moved) == 0 {
+				t.Fatalf("nothing moved by SQS's redrive; inventory %+v", inv)
+			}
+			for _, m := range inv.Moved {
+				if m.Action != "dead_lettered" || m.Reason != "maxReceiveCount 3" || !slices.Contains(inv.DeadLettered, m.Job) {
+					t.Errorf("moved %+v, want dead_lettered with reason maxReceiveCount 3, in the DLQ", m)
+				}
+				if byPipeline[m.Job] {
+					t.Errorf("%s was dead-lettered by the pipeline, yet listed as moved by the broker", m.Job)
+				}
+			}
+			t.Logf("%d dead letters, %d moved by SQS: %+v", len(inv.DeadLettered), len(inv.Moved), inv.Moved)
+		})
+	}
+}

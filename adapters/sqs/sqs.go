@@ -169,6 +169,10 @@ type Queue struct {
 	settle   time.Duration
 	dedupBy  string // "content" or "hash"
 	attrList []types.MessageSystemAttributeName
+	// dlqCount is the ApproximateReceiveCount of each DLQ message (by message
+	// id) when this Queue first received it, under inspect: later receives of
+	// Inspect raise it.
+	dlqCount map[string]int
 }
 
 var (
@@ -230,7 +234,7 @@ func Open(ctx context.Context, runID string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{client: client, opts: opts, runID: runID, dedupBy: "hash",
+	q := &Queue{client: client, opts: opts, runID: runID, dedupBy: "hash", dlqCount: map[string]int{},
 		attrList: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount}}
 	if opts.ContentBasedDedup || strings.EqualFold(opts.Attributes["ContentBasedDeduplication"], "true") {
 		q.dedupBy = "content"
@@ -428,9 +432,13 @@ func capabilities(opts Options, kind EndpointKind, version string) adapters.Capa
 	}
 	if opts.MaxReceiveCount > 0 {
 		dl = adapters.Native
-		notes = append(notes, fmt.Sprintf("RedrivePolicy maxReceiveCount=%d: SQS moves a message received more than %d times to the run's DLQ (native); the pipeline's own dead letters are SendMessage to that DLQ + DeleteMessage", opts.MaxReceiveCount, opts.MaxReceiveCount))
+		notes = append(notes, fmt.Sprintf("RedrivePolicy maxReceiveCount=%d: SQS moves a message received more than %d times to the run's DLQ (native); the pipeline's own dead letters are SendMessage to that DLQ (with the message attribute durachk-reason) + DeleteMessage", opts.MaxReceiveCount, opts.MaxReceiveCount))
+		notes = append(notes, "a DLQ message without durachk-reason was moved by SQS's redrive: reported as moved by the broker (reason maxReceiveCount, its ApproximateReceiveCount when Inspect first received it from the DLQ, minus that receive; SQS records no redrive time)")
 	} else {
 		notes = append(notes, "no RedrivePolicy: SQS redelivers a poison message forever; only the pipeline's own bound (ApproximateReceiveCount > maxAttempts) stops it; its dead letters are SendMessage to the run's DLQ + DeleteMessage (emulated)")
+	}
+	if v := opts.Attributes["MessageRetentionPeriod"]; v != "" {
+		notes = append(notes, "MessageRetentionPeriod="+v+" s: SQS deletes a message older than that without a record (no DLQ, no count): such a job is gone without the broker's reason")
 	}
 	if opts.FIFO {
 		notes = append(notes, "FIFO queue: MessageGroupId = Job.Group (a job without a group gets its own), deduplication by "+
@@ -623,7 +631,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 	}
 	in := &awssqs.SendMessageInput{QueueUrl: aws.String(q.dlqURL), MessageBody: aws.String(string(body)),
 		MessageAttributes: map[string]types.MessageAttributeValue{
-			"durachk-reason":  {DataType: aws.String("String"), StringValue: aws.String(reason)},
+			ReasonAttribute:   {DataType: aws.String("String"), StringValue: aws.String(reason)},
 			"durachk-attempt": {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(d.Attempt))},
 		}}
 	q.fifoFields(in, d.Job, body, "dead")
@@ -662,7 +670,10 @@ func (q *Queue) counts(ctx context.Context, url string) (Counts, error) {
 // from the approximate counts (SQS cannot list message ids without receiving);
 // the queue is reported empty only when two reads Settle apart both say zero.
 // DeadLettered holds the job ids in the run's DLQ, read by receiving every
-// message of it and making each visible again at once.
+// message of it and making each visible again at once; Moved those of them
+// that SQS's redrive moved there (no durachk-reason attribute: see
+// brokerAction). Messages that expire after MessageRetentionPeriod leave no
+// record.
 func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	var inv adapters.Inventory
 	var none adapters.Delivery
@@ -687,18 +698,47 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	}
 	// SQS counts its messages (approximately) but cannot name them.
 	inv.Unnamed = int(c.Visible + c.Delayed + c.NotVisible)
-	if inv.DeadLettered, err = q.deadLettered(ctx); err != nil {
+	if inv.DeadLettered, inv.Moved, err = q.deadLettered(ctx); err != nil {
 		return adapters.Inventory{}, opErr("inspect", none, err)
 	}
 	return inv, nil
 }
 
+// ReasonAttribute is the message attribute that marks a DLQ message as the
+// pipeline's own dead letter (DeadLetter sets it); SQS's redrive never adds one.
+const ReasonAttribute = "durachk-reason"
+
+// brokerAction says whether the DLQ message m (job id) was moved there by SQS
+// on its own: it lacks ReasonAttribute. Deliveries is its receive count as
+// this Queue first saw it in the DLQ, less that receive: SQS keeps a
+// message's ApproximateReceiveCount when its redrive moves it (fauxqs counts
+// the receive that triggered the move too); AWS calls the count approximate.
+// Callers hold q.inspect.
+func (q *Queue) brokerAction(id string, m types.Message) (adapters.BrokerAction, bool) {
+	if _, ok := m.MessageAttributes[ReasonAttribute]; ok {
+		return adapters.BrokerAction{}, false
+	}
+	a := adapters.BrokerAction{Job: id, Action: adapters.ActionDeadLettered}
+	if q.opts.MaxReceiveCount > 0 {
+		a.Reason = "maxReceiveCount " + strconv.Itoa(q.opts.MaxReceiveCount)
+	}
+	mid := aws.ToString(m.MessageId)
+	n, seen := q.dlqCount[mid]
+	if !seen {
+		n, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		q.dlqCount[mid] = n
+	}
+	a.Deliveries = max(n-1, 0)
+	return a, true
+}
+
 // deadLettered receives every message of the DLQ (hiding each for a few
 // seconds so that the next receive returns the others), collects the job ids,
 // then makes them visible again. Nobody else consumes the run's DLQ.
-func (q *Queue) deadLettered(ctx context.Context) ([]string, error) {
+func (q *Queue) deadLettered(ctx context.Context) ([]string, []adapters.BrokerAction, error) {
 	seen := map[string]bool{}
 	var ids []string
+	var moved []adapters.BrokerAction
 	var handles []string
 	defer func() {
 		for len(handles) > 0 {
@@ -713,9 +753,10 @@ func (q *Queue) deadLettered(ctx context.Context) ([]string, error) {
 	}()
 	for range 100 {
 		out, err := q.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(q.dlqURL),
-			MaxNumberOfMessages: 10, VisibilityTimeout: 5, WaitTimeSeconds: 0})
+			MaxNumberOfMessages: 10, VisibilityTimeout: 5, WaitTimeSeconds: 0,
+			MessageSystemAttributeNames: q.attrList, MessageAttributeNames: []string{ReasonAttribute}})
 		if err != nil {
-			return nil, mapErr(err)
+			return nil, nil, mapErr(err)
 		}
 		if len(out.Messages) == 0 {
 			break
@@ -723,14 +764,21 @@ func (q *Queue) deadLettered(ctx context.Context) ([]string, error) {
 		for _, m := range out.Messages {
 			handles = append(handles, aws.ToString(m.ReceiptHandle))
 			var msg message
-			if json.Unmarshal([]byte(aws.ToString(m.Body)), &msg) == nil && !seen[msg.ID] {
+			if json.Unmarshal([]byte(aws.ToString(m.Body)), &msg) != nil {
+				continue
+			}
+			if !seen[msg.ID] {
 				seen[msg.ID] = true
 				ids = append(ids, msg.ID)
+			}
+			if a, ok := q.brokerAction(msg.ID, m); ok {
+				moved = append(moved, a)
 			}
 		}
 	}
 	sort.Strings(ids)
-	return ids, nil
+	sort.SliceStable(moved, func(i, j int) bool { return moved[i].Job < moved[j].Job })
+	return ids, moved, nil
 }
 
 // ListRunQueues lists the URLs of every queue whose name starts with prefix

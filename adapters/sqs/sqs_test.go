@@ -150,6 +150,8 @@ func TestCapabilities(t *testing.T) {
 	}{
 		{"no redrive", Options{}, AWS, adapters.Emulated, false, "no RedrivePolicy"},
 		{"redrive", Options{MaxReceiveCount: 3}, AWS, adapters.Native, false, "maxReceiveCount=3"},
+		{"redrive is reported as the broker's", Options{MaxReceiveCount: 3}, AWS, adapters.Native, false, "without durachk-reason was moved by SQS's redrive"},
+		{"retention leaves no record", Options{Attributes: map[string]string{"MessageRetentionPeriod": "60"}}, AWS, adapters.Emulated, false, "deletes a message older than that without a record"},
 		{"fifo", Options{FIFO: true}, AWS, adapters.Emulated, true, "MessageGroupId"},
 		{"break order claims fifo", Options{BreakOrder: true}, AWS, adapters.Emulated, true, "negative control"},
 		{"fauxqs differences", Options{}, Fauxqs, adapters.Emulated, false, "garbage receipt handle"},
@@ -256,5 +258,70 @@ func TestUnreachable(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "secret-not-shown") {
 		t.Errorf("error shows the secret: %v", err)
+	}
+}
+
+// A message SQS's redrive moved to the DLQ is in Moved with the
+// maxReceiveCount and the receive count it carried; one the pipeline
+// dead-lettered (durachk-reason attribute) is not. Repeated inspections, which
+// receive the DLQ's messages, do not raise the reported count.
+func TestRedriveIsTheBrokersOwnAction(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+			t.Parallel()
+			q := newQueue(t, func(o *Options) { o.MaxReceiveCount, o.FIFO = 2, fifo })
+			ctx := context.Background()
+			for _, id := range []string{"a", "p"} {
+				if err := q.Enqueue(ctx, job(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for nacks := 0; nacks < 2 || time.Now().Before(deadline); {
+				d, err := q.Lease(ctx, time.Second)
+				if errors.Is(err, adapters.ErrNoJob) {
+					if nacks >= 2 {
+						break // a was moved by the receive that found nothing
+					}
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch d.Job.ID {
+				case "p":
+					err = q.DeadLetter(ctx, d, "permanent_error")
+				default:
+					nacks++
+					err = q.Nack(ctx, d, 0)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var inv adapters.Inventory
+			for range 3 {
+				var err error
+				if inv, err = q.Inspect(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(inv.DeadLettered, []string{"a", "p"}) {
+				t.Errorf("dead letters %v, want [a p]", inv.DeadLettered)
+			}
+			if len(inv.Moved) != 1 {
+				t.Fatalf("moved %+v, want a only", inv.Moved)
+			}
+			m := inv.Moved[0]
+			if m.Job != "a" || m.Action != adapters.ActionDeadLettered || m.Reason != "maxReceiveCount 2" {
+				t.Errorf("moved %+v, want a dead_lettered maxReceiveCount 2", m)
+			}
+			// Received twice before the redrive; fauxqs also counts the receive
+			// that moved it.
+			if m.Deliveries < 2 || m.Deliveries > 3 {
+				t.Errorf("moved after %d deliveries, want 2 (3 on fauxqs)", m.Deliveries)
+			}
+		})
 	}
 }
