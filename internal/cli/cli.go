@@ -67,7 +67,8 @@ type RunOptions struct {
 	Formats   []string // files to write besides result.json (default: all)
 	Command   string   // the command line, for the report's reproduce line
 
-	placed func(n int) // told after each result is written (tests)
+	placed   func(n int) // told after each result is written (tests)
+	resolved []*target   // the targets, resolved already (tests)
 }
 
 // target is a resolved target and how to describe and reproduce it.

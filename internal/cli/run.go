@@ -297,9 +297,11 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		return ConfigError(fmt.Errorf("--parallel %d: want a positive number (0: the default)", o.Parallel))
 	}
 	lw := &logWriter{w: stderr}
-	ts, err := resolveAll(ctx, &o, lw)
-	if err != nil {
-		return err
+	ts := o.resolved
+	if ts == nil {
+		if ts, err = resolveAll(ctx, &o, lw); err != nil {
+			return err
+		}
 	}
 	cs, err := selection(o)
 	if err != nil {
@@ -355,15 +357,14 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	prog.finish()
 	doc.Finish(time.Now())
 	switch {
+	case runErr == nil && len(doc.Results) == planned:
+		doc.Complete = true // a signal after the last result interrupts nothing
 	case ctx.Err() != nil:
 		doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
 	case runErr != nil:
-		doc.Stopped = runErr.Error()
-		if err := doc.Scrub(secrets...); err != nil {
-			return ConfigError(err)
-		}
+		doc.Stopped = reports.ScrubString(runErr.Error(), secrets...)
 	default:
-		doc.Complete = len(doc.Results) == planned
+		doc.Stopped = "the run ended before its last result"
 	}
 	PrintTable(stdout, doc)
 	if err := WriteOutputs(doc, o.Out, formats); err != nil {
@@ -378,7 +379,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "durachk: job summary: %v\n", err)
 		}
 	}
-	if runErr != nil && ctx.Err() == nil {
+	if runErr != nil && !doc.Interrupted {
 		return ConfigError(runErr)
 	}
 	if baseline != nil {

@@ -272,3 +272,41 @@ func TestTrialsReported(t *testing.T) {
 		t.Errorf("a baseline taken from the run expects %s, want violation (a pass means no violation in any trial)", bl["mem"]["fencing.zombie"])
 	}
 }
+
+// broken is a target whose every run fails as the harness's own error.
+type broken struct{ contracts.MemTarget }
+
+func (broken) Name() string { return "broken" }
+func (broken) Execute(context.Context, contracts.Run) (contracts.Execution, error) {
+	return contracts.Execution{}, fmt.Errorf("the harness failed: s3cr3tpw in an error")
+}
+
+// TestErrorStopsTheRunAndKeepsItsResults: an error of the harness (not a
+// verdict) stops the run; the results it had stay, with what stopped it
+// (credentials scrubbed), in every format; the run exits 3.
+func TestErrorStopsTheRunAndKeepsItsResults(t *testing.T) {
+	dir := t.TempDir()
+	mem, err := resolveMem("mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &target{Target: broken{}, spec: "mem", info: reports.DescribeTarget(broken{}, "mem", ""), secrets: []string{"s3cr3tpw"}, scale: 1}
+	o := RunOptions{Seed: 1, Out: dir, Parallel: 1, Contracts: []string{"lease.redelivery", "retry.bounded"}, resolved: []*target{mem, bad}}
+	var out, errb bytes.Buffer
+	err = Run(context.Background(), o, &out, &errb)
+	if Code(err) != ExitConfig {
+		t.Fatalf("exit %d (%v), want 3", Code(err), err)
+	}
+	doc, rerr := reports.ReadJSON(filepath.Join(dir, "result.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if len(doc.Results) != 1 || doc.Complete || doc.Interrupted || !strings.Contains(doc.Stopped, "the harness failed: xxxxx in an error") {
+		t.Fatalf("results %d, complete %v, interrupted %v, stopped %q; want the one result before the error, and the error scrubbed",
+			len(doc.Results), doc.Complete, doc.Interrupted, doc.Stopped)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if !strings.Contains(string(b), "partial run: 1 of 4 results; stopped by an error: ") {
+		t.Errorf("summary.md lacks the banner:\n%.400s", b)
+	}
+}
