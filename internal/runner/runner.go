@@ -608,7 +608,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			// The controller's connection comes back within a few probes.
 			r.planned = time.Now().Add(plannedGrace)
 		}
-		if r.watchBroker(now) {
+		if r.watchBroker(now, !readySince.IsZero()) {
 			return false, nil
 		}
 		if err := r.reap(); err != nil {
@@ -665,7 +665,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 }
 
 // Broker outages. The controller asks the broker over its own connection,
-// every probeEvery, whether it answers (an Inspect). The plan's faults never
+// every probeEvery, whether it answers (an Inspect, see probe). The plan's faults never
 // touch that connection (the links it breaks are the children's, through
 // proxies) except a planned broker kill, whose window is known. So a broker
 // that stops answering outside that window is an outage: a fault nobody
@@ -674,14 +674,18 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 // outageLimit ends the run, which is then unknown, and lets the rest of a
 // durachk run go on instead of waiting out the contract's time limit.
 const (
-	probeEvery   = 250 * time.Millisecond
-	probeTimeout = 2 * time.Second // a probe unanswered this long counts as failed from its start
+	probeEvery   = time.Second            // while the run goes on
+	drainEvery   = 250 * time.Millisecond // once all but the broker is done: the drain check reads the probe
+	probeTimeout = 2 * time.Second        // a probe unanswered this long counts as failed from its start
 	outageLimit  = 4 * time.Second
 	plannedGrace = 3 * time.Second // after a planned restart, for the controller to reconnect
 )
 
 // probe asks the broker, one Inspect at a time, whether it answers and what
-// it still holds (the drain check reads that).
+// it still holds (the drain check reads that). Every Inspect is read-only but
+// not free (SQS receives its dead letters to name them), so it asks once a
+// second while the run goes on, and four times a second once the run may be
+// drained; a queue that can Ping is pinged meanwhile instead.
 type probe struct {
 	q       adapters.Inspector
 	mu      sync.Mutex
@@ -701,17 +705,33 @@ func (p *probe) emptySince(t time.Time) bool {
 	return p.empty && !p.okAt.Before(t)
 }
 
+// pinger is a queue that can tell cheaply whether its broker answers.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // tick starts a probe when it is time and none is in flight.
-func (p *probe) tick(ctx context.Context, now time.Time) {
+func (p *probe) tick(ctx context.Context, now time.Time, drain bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running || now.Sub(p.started) < probeEvery {
+	every := probeEvery
+	if drain {
+		every = drainEvery
+	}
+	if p.running || now.Sub(p.started) < every {
 		return
 	}
 	p.running, p.started = true, now
 	go func() {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		inv, err := p.q.Inspect(pctx)
+		var inv adapters.Inventory
+		var err error
+		pg, canPing := p.q.(pinger)
+		if canPing && !drain {
+			err = pg.Ping(pctx)
+		} else {
+			inv, err = p.q.Inspect(pctx)
+		}
 		cancel()
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -720,7 +740,9 @@ func (p *probe) tick(ctx context.Context, now time.Time) {
 		case ctx.Err() != nil:
 		case err == nil:
 			p.failing = time.Time{}
-			p.okAt, p.empty = now, inv.Empty()
+			if !canPing || drain {
+				p.okAt, p.empty = now, inv.Empty()
+			}
 		case p.failing.IsZero():
 			p.failing, p.err = now, err
 		default:
@@ -775,11 +797,11 @@ func (r *run) brokerDown(now time.Time) bool {
 
 // watchBroker probes the broker, records an outage's window once it is over,
 // and reports whether the run must end: an outage has lasted outageLimit.
-func (r *run) watchBroker(now time.Time) bool {
+func (r *run) watchBroker(now time.Time, draining bool) bool {
 	if r.probe == nil {
 		return false
 	}
-	r.probe.tick(r.ctx, now)
+	r.probe.tick(r.ctx, now, draining)
 	from, err := r.unplannedSince(now)
 	cur := len(r.outages) > 0 && r.outages[len(r.outages)-1].open
 	switch {
