@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,34 +49,65 @@ func durachk(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	return cmd, &out
 }
 
-// waitResults polls result.json until it holds n results, failing the test
-// on any read that is not a valid document (it must never be seen half
-// written), and stops the process (SIGSTOP) at once: the document it then
-// holds is final until the test sends its signal.
-func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Duration) *reports.Document {
+// waitResults waits until result.json holds n results and leaves the process
+// stopped (SIGSTOP), returning the document it holds then: final until the
+// test sends its signal. Every read must be a valid document: result.json is
+// never seen half written. With step, the process only runs in slices of a
+// few milliseconds between reads (for runs faster than a loaded machine
+// schedules the test); otherwise the test polls while it runs.
+func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Duration, step bool) *reports.Document {
 	t.Helper()
+	stop := func() {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for !stopped(cmd.Process.Pid) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	read := func() *reports.Document {
+		if _, err := os.Stat(path); err != nil {
+			return nil
+		}
+		doc, err := reports.ReadJSON(path)
+		if err != nil {
+			t.Fatalf("result.json read while the run goes on: %v", err)
+		}
+		return doc
+	}
+	if step {
+		stop()
+	}
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			doc, err := reports.ReadJSON(path)
-			if err != nil {
-				t.Fatalf("result.json read while the run goes on: %v", err)
-			}
-			if len(doc.Results) >= n {
-				if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				doc, err := reports.ReadJSON(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return doc
-			}
+		if step {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			time.Sleep(3 * time.Millisecond)
+			stop()
 		}
-		time.Sleep(2 * time.Millisecond)
+		if doc := read(); doc != nil && len(doc.Results) >= n {
+			if !step {
+				stop()
+				doc = read()
+			}
+			return doc
+		}
+		if !step {
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	t.Fatalf("result.json did not reach %d results within %s", n, limit)
 	return nil
+}
+
+// stopped reports whether process pid is stopped.
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // TestSIGKILLLeavesTheLastRewrite: durachk killed with SIGKILL after N
@@ -84,9 +116,9 @@ func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Dur
 func TestSIGKILLLeavesTheLastRewrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "result.json")
-	// 600 jobs a contract: tens of milliseconds each on the embedded target.
-	cmd, out := durachk(t, "run", "--jobs", "600", "--parallel", "1", "--out", dir)
-	seen := waitResults(t, cmd, path, 3, time.Minute)
+	// 2500 jobs a contract: about 100 ms each on the embedded target.
+	cmd, out := durachk(t, "run", "--jobs", "2500", "--parallel", "1", "--out", dir)
+	seen := waitResults(t, cmd, path, 3, 2*time.Minute, true)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +158,7 @@ func TestSIGINTAfterThreeContracts(t *testing.T) {
 	path := filepath.Join(dir, "result.json")
 	cmd, out := durachk(t, "run", "--target", pg, "--parallel", "1", "--out", dir,
 		"--contract", "tenant.isolation", "--contract", "outbox.relay", "--contract", "dlq.redacted", "--contract", "lease.heartbeat", "--contract", "retry.bounded")
-	seen := waitResults(t, cmd, path, 3, 2*time.Minute)
+	seen := waitResults(t, cmd, path, 3, 2*time.Minute, false)
 	time.Sleep(300 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	_ = cmd.Process.Signal(syscall.SIGCONT)
