@@ -95,6 +95,7 @@ func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab
 		wall += r.Wall
 		runIDs = append(runIDs, r.RunIDs...)
 		if err != nil {
+			r.RunIDs = runIDs
 			return r, err
 		}
 		tr.SeedsTried = append(tr.SeedsTried, seed)

@@ -131,6 +131,10 @@ type Wall struct {
 	StartedAt  time.Time   `json:"started_at"`
 	DurationMS float64     `json:"duration_ms"`
 	Results    []WallEntry `json:"results"`
+	// CutShort are the run ids of the executions an interrupted or failed
+	// run cut short: torn down like every other, named in case their
+	// teardown could not finish (durachk cleanup).
+	CutShort []string `json:"cut_short_run_ids,omitempty"`
 }
 
 // WallEntry is the wall time of one result and the run ids of the namespaces

@@ -353,7 +353,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 			o.placed(len(doc.Results))
 		}
 		return nil
-	})
+	}, func(ids []string) { doc.Wall.CutShort = append(doc.Wall.CutShort, ids...) })
 	prog.finish()
 	doc.Finish(time.Now())
 	switch {
@@ -481,10 +481,10 @@ func startsBroker(c *contracts.Contract) bool {
 // and within the Postgres budget, each as soon as it fits; once every trial
 // of a contract is in, it hands the contract's entry to place, from this
 // goroutine only. The first error (of a trial or of place) stops the tasks
-// not yet started and the ones in flight; it is returned once every task in
-// flight has ended. ctx ending does the same and returns nil: the caller
+// not yet started and the ones in flight (their run ids go to cutShort); it
+// is returned once every task in flight has ended. ctx ending does the same and returns nil: the caller
 // tells an interruption by ctx.
-func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error) error {
+func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, cutShort func(runIDs []string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type done struct {
@@ -530,6 +530,7 @@ func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, pro
 			if first == nil && ctx.Err() == nil {
 				first = d.err
 			}
+			cutShort(d.r.RunIDs)
 			cancel()
 			continue
 		case first != nil:
