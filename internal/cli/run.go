@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/reports"
 )
 
@@ -443,8 +445,9 @@ type task struct {
 }
 
 // tasks lists every trial of every contract of every target in the order
-// they start: the longest first (those that start a private broker,
-// RabbitMQ's the slowest), then one contract of each target in turn, so that
+// they start: the longest first, so that no long one starts last (those that
+// start a private broker, RabbitMQ's the slowest, then by the span of the
+// scenario's faults and jobs), one contract of each target in turn, so that
 // concurrent runs spread over the brokers; the trials of a contract together.
 func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
 	var out []task
@@ -455,7 +458,11 @@ func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
 			}
 		}
 	}
-	cost := func(tk task) int {
+	span := map[*contracts.Contract]time.Duration{}
+	for _, c := range cs {
+		span[c] = scenarioSpan(c.Scenario(1, contracts.DefaultJobs))
+	}
+	tier := func(tk task) int {
 		switch {
 		case !startsBroker(tk.c):
 			return 0
@@ -464,8 +471,30 @@ func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
 		}
 		return 1
 	}
-	slices.SortStableFunc(out, func(a, b task) int { return cost(b) - cost(a) })
+	slices.SortStableFunc(out, func(a, b task) int {
+		if d := tier(b) - tier(a); d != 0 {
+			return d
+		}
+		return cmp.Compare(span[b.c], span[a.c])
+	})
 	return out
+}
+
+// scenarioSpan is how long a scenario's faults and jobs go on (virtual
+// time): an estimate of how long a run of it takes, for the order of tasks.
+func scenarioSpan(sc contracts.Scenario) time.Duration {
+	var span time.Duration
+	for _, f := range sc.Plan.Faults {
+		span = max(span, f.At+f.For)
+	}
+	for _, j := range sc.Jobs {
+		end := j.At
+		if p, err := pipeline.DecodePayload(j.Job.Payload); err == nil {
+			end += p.Slow
+		}
+		span = max(span, end)
+	}
+	return span
 }
 
 func startsBroker(c *contracts.Contract) bool {
