@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/reaper"
+	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
 )
@@ -22,9 +24,29 @@ import (
 func main() {
 	err := run(os.Args[1:])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "durachk:", err)
+		fmt.Fprintln(os.Stderr, "durachk:", redact.Line(err.Error()))
 	}
 	os.Exit(cli.Code(err))
+}
+
+// emptyFlags refuses a flag given with an empty value (`--target ”`, often an
+// unset variable): it would silently mean the default.
+func emptyFlags(cmd *cobra.Command) error {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		empty := f.Value.String() == ""
+		if sv, ok := f.Value.(interface{ GetSlice() []string }); ok {
+			vs := sv.GetSlice()
+			empty = len(vs) == 0 || slices.Contains(vs, "")
+		}
+		if empty {
+			return cli.ConfigError(fmt.Errorf("--%s: empty value (an unset variable?): give a value or leave the flag out", name))
+		}
+	}
+	return nil
 }
 
 // commandLine is the command as typed, quoted where needed, credentials redacted.
@@ -50,6 +72,10 @@ func run(args []string) error {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.ConfigError(err) })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return emptyFlags(cmd) }
+	build := reports.ReadBuild()
+	root.Version = build.String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetArgs(args)
 	command := commandLine(args)
 
@@ -200,7 +226,17 @@ func run(args []string) error {
 	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
 	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
+	versionCmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print durachk's module version, VCS revision and Go version (same as --version)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), build.String())
+			return nil
+		},
+	}
+
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

@@ -14,30 +14,19 @@ import (
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/internal/cli"
-	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
 )
 
-// TestMain lets this test binary be durachk: with DURACHK_TEST_MAIN=1 it runs
-// its arguments as durachk's command line (and `worker` as the runner's
-// children), so that the tests can signal a real durachk process.
-func TestMain(m *testing.M) {
-	runner.ServeChildIfAsked()
-	if os.Getenv("DURACHK_TEST_MAIN") == "1" {
-		main()
-	}
-	os.Exit(m.Run())
-}
-
-// durachk starts this binary as durachk with args.
-func durachk(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// startDurachk starts this binary as durachk with args (see TestMain) and
+// returns at once.
+func startDurachk(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "DURACHK_TEST_MAIN=1")
+	cmd.Env = append(os.Environ(), "DURACHK_MAIN_TEST=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -78,6 +67,9 @@ func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Dur
 	}
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
+		if procState(cmd.Process.Pid) == 'Z' {
+			t.Fatalf("durachk ended before result.json had %d results", n)
+		}
 		if step {
 			_ = cmd.Process.Signal(syscall.SIGCONT)
 			time.Sleep(3 * time.Millisecond)
@@ -99,13 +91,18 @@ func waitResults(t *testing.T, cmd *exec.Cmd, path string, n int, limit time.Dur
 }
 
 // stopped reports whether process pid is stopped.
-func stopped(pid int) bool {
+func stopped(pid int) bool { return procState(pid) == 'T' }
+
+// procState is the state letter of process pid (R, S, T, Z, ...), or 0.
+func procState(pid int) byte {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return 0
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }
 
 // TestSIGKILLLeavesTheLastRewrite: durachk killed with SIGKILL after N
@@ -115,7 +112,7 @@ func TestSIGKILLLeavesTheLastRewrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "result.json")
 	// 2500 jobs a contract: about 100 ms each on the embedded target.
-	cmd, out := durachk(t, "run", "--jobs", "2500", "--parallel", "1", "--out", dir)
+	cmd, out := startDurachk(t, "run", "--jobs", "2500", "--parallel", "1", "--out", dir)
 	seen := waitResults(t, cmd, path, 3, 2*time.Minute, true)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -153,7 +150,7 @@ func TestSIGINTAfterThreeContracts(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "result.json")
-	cmd, out := durachk(t, "run", "--target", pg, "--parallel", "1", "--out", dir,
+	cmd, out := startDurachk(t, "run", "--target", pg, "--parallel", "1", "--out", dir,
 		"--contract", "tenant.isolation", "--contract", "outbox.relay", "--contract", "dlq.redacted", "--contract", "lease.heartbeat", "--contract", "retry.bounded")
 	seen := waitResults(t, cmd, path, 3, 2*time.Minute, false)
 	time.Sleep(300 * time.Millisecond)

@@ -96,7 +96,7 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 		return resolveMem(spec)
 	}
 	if !strings.Contains(spec, "://") {
-		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", spec))
+		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", targets.Echo(spec)))
 	}
 	s, err := targets.Parse(spec)
 	if err != nil {
@@ -121,6 +121,9 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 func specs(o *RunOptions) ([]string, string, error) {
 	var out []string
 	store := ""
+	if err := checkSpecs(o.Targets); err != nil {
+		return nil, "", err
+	}
 	if o.Config != "" {
 		c, err := config.Load(o.Config)
 		if err != nil {
@@ -274,6 +277,9 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 // Selftest runs every sabotage of the selected contracts and shows that the
 // checker flags each with a witness. It fails (exit 1) if any sabotage passes.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
+	if err := checkJobs(o.Jobs); err != nil {
+		return err
+	}
 	rs, err := resolveAll(ctx, &o, nil)
 	if err != nil {
 		return err
@@ -349,21 +355,25 @@ func resolveMem(spec string) (*target, error) {
 	}
 	q, err := url.ParseQuery(strings.TrimPrefix(spec, "mem?"))
 	if err != nil {
-		return nil, ConfigError(fmt.Errorf("target %q: %v", spec, err))
+		return nil, ConfigError(fmt.Errorf("target %q: %v", reports.Clip(spec), err))
 	}
+	echo := reports.Clip(spec)
 	settings := map[string]string{}
 	for k := range q {
+		if len(q[k]) > 1 {
+			return nil, ConfigError(fmt.Errorf("%w: %s: setting %q given %d times", targets.ErrBadTarget, echo, reports.Clip(k), len(q[k])))
+		}
 		switch k {
 		case "name":
 		case "delivery_limit":
 			n, err := strconv.Atoi(q.Get(k))
 			if err != nil || n < 0 {
-				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", spec, q.Get(k)))
+				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", echo, reports.Clip(q.Get(k))))
 			}
 			mt.DeliveryLimit = n
 			settings[k] = q.Get(k)
 		default:
-			return nil, ConfigError(fmt.Errorf("%w: %s: unknown setting %q (mem takes name and delivery_limit)", targets.ErrBadTarget, spec, k))
+			return nil, ConfigError(fmt.Errorf("%w: %s: unknown setting %q (mem takes name and delivery_limit)", targets.ErrBadTarget, echo, reports.Clip(k)))
 		}
 	}
 	var t contracts.Target = mt

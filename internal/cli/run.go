@@ -283,14 +283,9 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var baseline reports.Baseline
-	if o.Baseline != "" {
-		if baseline, err = reports.ReadBaseline(o.Baseline); err != nil {
-			return ConfigError(err)
-		}
-	}
-	if o.Jobs < 0 {
-		return ConfigError(fmt.Errorf("--jobs %d: want a positive number", o.Jobs))
+	cs, baseline, err := checkRun(&o)
+	if err != nil {
+		return err
 	}
 	if o.Trials < 0 {
 		return ConfigError(fmt.Errorf("--trials %d: want a positive number", o.Trials))
@@ -304,10 +299,6 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		if ts, err = resolveAll(ctx, &o, lw); err != nil {
 			return err
 		}
-	}
-	cs, err := selection(o)
-	if err != nil {
-		return err
 	}
 	runID := newRunID()
 	parallel := o.Parallel
@@ -704,10 +695,7 @@ func appendSummary(path string, doc *reports.Document) error {
 // gate compares the run with the baseline: one line per difference, exit 1
 // on any, 0 when every verdict is the expected one.
 func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) error {
-	diffs, unmeasured := bl.Compare(doc)
-	for _, t := range unmeasured {
-		fmt.Fprintf(stderr, "durachk: baseline target %s was not measured by this run\n", t)
-	}
+	diffs := bl.Compare(doc)
 	if len(diffs) == 0 {
 		fmt.Fprintf(stdout, "baseline: every verdict as expected\n")
 		return nil

@@ -64,7 +64,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// durachk is killed right now.
 	release, err := targets.HoldRun(ctx, probe)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
@@ -81,8 +81,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.Teardown(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(ctx, probe); err != nil {
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	// The store is another server: name it, not the target, when it fails.
+	if err := targets.TeardownStore(ctx, probe); err != nil {
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
@@ -216,6 +220,13 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	// server accepts the connection and never answers.
 	release, err := bounded(setupLimit, func() (func(), error) { return targets.HoldRun(ctx, r.spec) }, func(f func()) { f() })
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled as it registered: the commit may have landed
+			// though the client gave up on it.
+			_, _ = bounded(5*time.Second, func() (struct{}, error) {
+				return struct{}{}, targets.TeardownStore(context.Background(), r.spec)
+			}, func(struct{}) {})
+		}
 		return ex, r.storeUnavailable(err)
 	}
 	defer release()

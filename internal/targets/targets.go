@@ -114,13 +114,19 @@ func schemes() string {
 // Parse reads a --target value: a broker URL with the broker's knobs as query
 // parameters.
 func Parse(raw string) (Spec, error) {
+	if err := checkRaw(raw); err != nil {
+		return Spec{}, err
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Redact(raw))
+		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Echo(raw))
 	}
 	k, ok := kinds[u.Scheme]
 	if !ok {
-		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Redact(raw), u.Scheme, schemes())
+		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Echo(raw), redact.Clip(u.Scheme), schemes())
+	}
+	if err := checkURL(raw, u); err != nil {
+		return Spec{}, err
 	}
 	control, err := parseControl(u)
 	if err != nil {
