@@ -74,6 +74,10 @@ case "$code" in
   1)
     echo "bench-parallel: verdicts differ between the two runs:" >&2
     grep -A100 "^baseline:" "$work/parallel.out" >&2 || true
+    # Kept for a look: real brokers are not deterministic (see --trials).
+    keep="$(mktemp -d -t durachk-bench-kept-XXXX)"
+    cp -r "$work/sequential" "$work/parallel" "$keep/"
+    echo "bench-parallel: both runs kept in $keep (durachk report $keep/parallel/result.json --format text)" >&2
     exit 1
     ;;
   *)
