@@ -125,6 +125,7 @@ func TestServices(t *testing.T) {
 		{service: "redis", image: "redis:", port: "6379", health: "ping", command: []string{"--appendonly yes", "--appendfsync always"}},
 		{service: "postgres", image: "postgres:", port: "5432", health: "pg_isready", command: []string{"fsync=on", "synchronous_commit=on"}},
 		{service: "store", image: "postgres:", port: "5433", health: "pg_isready", command: []string{"fsync=on"}},
+		{service: "nats", image: "nats:", port: "4222", health: "js-enabled-only", command: []string{"-js"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.service, func(t *testing.T) {
@@ -240,8 +241,8 @@ func parse(t *testing.T, yt yamlTarget) targets.Spec {
 func TestDurachkYAML(t *testing.T) {
 	c := load(t)
 	cfg, ts := loadTargets(t, c)
-	if len(ts) != 4 {
-		t.Errorf("%d targets, want 4 (one per broker kind)", len(ts))
+	if len(ts) != 5 {
+		t.Errorf("%d targets, want 5 (one per broker kind)", len(ts))
 	}
 	kinds := map[string]bool{}
 	for _, yt := range ts {
@@ -253,8 +254,8 @@ func TestDurachkYAML(t *testing.T) {
 		}
 		kinds[parse(t, yt).Kind] = true
 	}
-	if len(kinds) != 4 {
-		t.Errorf("broker kinds %v, want four different ones", kinds)
+	if len(kinds) != 5 {
+		t.Errorf("broker kinds %v, want five different ones", kinds)
 	}
 	// The effect store is its own server: no control command may take it down.
 	su, err := url.Parse(cfg.Store)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/runner"
@@ -213,6 +214,47 @@ func run(args []string) error {
 		},
 	}
 
+	var natsDir string
+	natsServerCmd := &cobra.Command{
+		Use:    natsserver.Command,
+		Short:  "Serve a private NATS JetStream server (started by durachk itself; config on stdin)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return natsserver.Main(natsDir, os.Stdin)
+		},
+	}
+	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
+
+	var ko cli.CheckOptions
+	var fifo, fencedAck, relayRan, approx bool
+	checkCmd := &cobra.Command{
+		Use:   "check history.jsonl [--final final.json]",
+		Short: "Judge a recorded history (and the final state of broker and store) with the checker",
+		Long: "Judge a recorded history with the checker: the verdict, each property's answer and every\n" +
+			"violation with its witness. The formats are in docs/checker.md. Without --final the\n" +
+			"properties that rest on the final state are unknown. Exit codes as for run.",
+		Args: exactlyOneHistory,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ko.History = args[0]
+			for name, dst := range map[string]**bool{"fifo": &ko.FIFO, "fenced-ack": &ko.FencedAck, "relay-ran": &ko.RelayRan, "approximate-leases": &ko.ApproximateLeases} {
+				if cmd.Flags().Changed(name) {
+					v, _ := cmd.Flags().GetBool(name)
+					*dst = &v
+				}
+			}
+			return cli.Check(ko, cmd.OutOrStdout())
+		},
+	}
+	kf := checkCmd.Flags()
+	kf.StringVar(&ko.Final, "final", "", "final state of store and broker (JSON, docs/checker.md)")
+	kf.StringVar(&ko.Format, "format", "text", "text or json")
+	kf.BoolVar(&fifo, "fifo", false, "the target claims FIFO within a group (default: the final-state file's)")
+	kf.BoolVar(&fencedAck, "fenced-ack", false, "the broker claims to reject stale acks")
+	kf.BoolVar(&relayRan, "relay-ran", false, "an outbox relay ran: every event must be applied")
+	kf.BoolVar(&approx, "approximate-leases", false, "the broker's leases are approximate")
+	kf.StringArrayVar(&ko.Canaries, "canary", nil, "a string planted in payloads that must never reach a dead-letter record; repeatable")
+
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
 		Use:   "replay result.json",
@@ -236,7 +278,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -255,6 +297,13 @@ func noArgs(_ *cobra.Command, args []string) error {
 func exactlyOne(_ *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return cli.ConfigError(fmt.Errorf("want exactly one result.json, got %d arguments", len(args)))
+	}
+	return nil
+}
+
+func exactlyOneHistory(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return cli.ConfigError(fmt.Errorf("check: name one history file, got %d arguments", len(args)))
 	}
 	return nil
 }

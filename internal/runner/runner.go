@@ -73,7 +73,11 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
-	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.caps.Notes = append(t.caps.Notes, contracts.BrokerFaultsNote+err.Error())
+	} else {
+		t.caps.BrokerKill = true
+	}
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -169,6 +173,9 @@ type child struct {
 	exited           bool
 	stoppedAt        time.Time
 	stoppedJob       string
+	// resumedAt: a zombie was resumed and has not yet gone back to leasing:
+	// the run is not over while its stale commit or ack may still come.
+	resumedAt time.Time
 }
 
 type run struct {
@@ -979,9 +986,18 @@ func errText(err error) string {
 
 func fmtSecs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
+// anyStopped reports whether a worker is stopped, or was resumed and has not
+// yet finished what it held (it has not leased again, bounded by ten leases).
 func (r *run) anyStopped() bool {
 	for _, c := range r.slots {
 		if !c.stoppedAt.IsZero() {
+			return true
+		}
+		if !c.resumedAt.IsZero() {
+			if c.exited || r.tail.leasedAt[c.name] > c.resumedAt.UnixNano() || time.Since(c.resumedAt) > 10*r.sc.Lease {
+				c.resumedAt = time.Time{}
+				continue
+			}
 			return true
 		}
 	}
@@ -1057,7 +1073,7 @@ func (r *run) resumeZombies() {
 			if held > r.sc.Lease && (r.tail.fencedByOther(c.stoppedJob, c.name) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
-				c.stoppedAt = time.Time{}
+				c.stoppedAt, c.resumedAt = time.Time{}, time.Now()
 			}
 		}
 	}

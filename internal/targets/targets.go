@@ -232,6 +232,11 @@ func CanKillBroker(s Spec) error {
 	if err != nil {
 		return err
 	}
+	if s.Kind == "postgres" && s.Options["transactional_ack"] == "true" {
+		// The ack commits in the effect store's transaction: the queue must live in
+		// the store's database, and the store stays outside every fault.
+		return errors.New("with transactional_ack the queue lives in the effect store's database, which no fault may kill")
+	}
 	if s.ControlKills() {
 		return canControlKill(s)
 	}

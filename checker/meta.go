@@ -1,4 +1,4 @@
-package contracts
+package checker
 
 import (
 	"encoding/json"
@@ -67,7 +67,7 @@ func scanMeta(s string, m *pipeline.JobMeta) bool {
 			m.Group = val
 		case "hash":
 			m.Hash = val
-		case "v", "max", "deadline", "fail_transient", "age_budget":
+		case "v", "max", "deadline", "fail_transient", "age_budget", "created":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
 				return false
@@ -81,6 +81,8 @@ func scanMeta(s string, m *pipeline.JobMeta) bool {
 				m.FailTransient = int(n)
 			case "age_budget":
 				m.AgeBudget = n
+			case "created":
+				m.Created = n
 			default:
 				m.Deadline = n
 			}
