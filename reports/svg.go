@@ -28,6 +28,8 @@ var windowColour = map[string]string{
 	"flap":        "#9467bd",
 	"broker_down": "#8c564b",
 	"pause":       "#7f7f7f",
+	// An outage nobody planned (the broker stopped answering).
+	"broker_unavailable": "#e377c2",
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }
