@@ -358,13 +358,13 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		ex.Ops, ex.Unavailable = ops, why
 		return ex, nil
 	}
-	st, err := store.Snapshot(ctx)
+	st, err := finalRead(ctx, store.Snapshot)
 	if err != nil {
 		return ex, err
 	}
 	var inv adapters.Inventory
 	if in, ok := q.(adapters.Inspector); ok {
-		if inv, err = in.Inspect(ctx); err != nil {
+		if inv, err = finalRead(ctx, in.Inspect); err != nil {
 			return ex, err
 		}
 	}
@@ -372,6 +372,23 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
 			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
+}
+
+// finalRead reads the final state, again after a failure that a reset
+// connection explains (the read changes nothing): a run whose final state
+// could not be read has no verdict.
+func finalRead[T any](ctx context.Context, read func(context.Context) (T, error)) (T, error) {
+	for try := 0; ; try++ {
+		v, err := read(ctx)
+		if err == nil || try == 3 || !(errors.Is(err, adapters.ErrAmbiguous) || errors.Is(err, adapters.ErrUnavailable)) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(try+1) * 250 * time.Millisecond):
+		}
+	}
 }
 
 // setupLimit bounds each step that reaches the broker or the store before a
