@@ -188,7 +188,7 @@ type lnode struct {
 	d *Disk
 }
 
-func (n *lnode) path() string              { return filepath.Join(n.RootData.Path, n.Path(n.Root())) }
+func (n *lnode) path() string             { return filepath.Join(n.RootData.Path, n.Path(n.Root())) }
 func (n *lnode) child(name string) string { return filepath.Join(n.path(), name) }
 
 func errno(err error) syscall.Errno {
