@@ -36,7 +36,7 @@ func BenchmarkWriteFsync(b *testing.B) {
 			if err := os.Mkdir(mnt, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			fs, err := Mount(mnt, filepath.Join(dir, "back"))
+			fs, err := Mount(mnt, filepath.Join(dir, "back"), Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

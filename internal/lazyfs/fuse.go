@@ -34,15 +34,15 @@ type FS struct {
 
 // Mount serves the backing directory dir (see the package doc) at mountpoint,
 // which must be an empty directory. What dir's view holds already is durable.
-func Mount(mountpoint, dir string) (*FS, error) {
+func Mount(mountpoint, dir string, opts Options) (*FS, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	return mount(mountpoint, dir)
+	return mount(mountpoint, dir, opts)
 }
 
-func mount(mountpoint, dir string) (*FS, error) {
-	d, err := OpenDisk(dir)
+func mount(mountpoint, dir string, opts Options) (*FS, error) {
+	d, err := OpenDisk(dir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func probe() error {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		return err
 	}
-	f, err := mount(mnt, filepath.Join(dir, "back"))
+	f, err := mount(mnt, filepath.Join(dir, "back"), Options{})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}

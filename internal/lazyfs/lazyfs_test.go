@@ -152,20 +152,20 @@ func (m diskFS) checkpoint() error         { return m.d.Sync() }
 
 // layers returns the ways to drive the file system: the Disk always, the
 // mount where FUSE is available.
-func layers(t *testing.T) map[string]func(t *testing.T) tfs {
+func layers(opts Options) map[string]func(t *testing.T) tfs {
 	return map[string]func(t *testing.T) tfs{
 		"disk": func(t *testing.T) tfs {
-			d, err := OpenDisk(t.TempDir())
+			d, err := OpenDisk(t.TempDir(), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return diskFS{d}
 		},
-		"fuse": func(t *testing.T) tfs { return mountFS{mountForTest(t)} },
+		"fuse": func(t *testing.T) tfs { return mountFS{mountForTest(t, opts)} },
 	}
 }
 
-func mountForTest(t *testing.T) *FS {
+func mountForTest(t *testing.T, opts Options) *FS {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("skipped: %v", err)
@@ -175,7 +175,7 @@ func mountForTest(t *testing.T) *FS {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Mount(mnt, filepath.Join(dir, "back"))
+	f, err := Mount(mnt, filepath.Join(dir, "back"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestPowerLoss(t *testing.T) {
 			}},
 			want: map[string]string{"f": "file:old+sync"}},
 	}
-	for lname, layer := range layers(t) {
+	for lname, layer := range layers(Options{}) {
 		t.Run(lname, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
@@ -472,7 +472,7 @@ func brief(m map[string]string) string {
 // TestReadsSeeUnsyncedWrites: until the power fails, the file system is an
 // ordinary one.
 func TestReadsSeeUnsyncedWrites(t *testing.T) {
-	for lname, layer := range layers(t) {
+	for lname, layer := range layers(Options{}) {
 		t.Run(lname, func(t *testing.T) {
 			fs := layer(t)
 			must(t, writeFile(fs, "f", pattern, false))
@@ -517,7 +517,7 @@ func TestAppendOnlyLogs(t *testing.T) {
 		}
 		return synced.String(), f.Close()
 	}
-	for lname, layer := range layers(t) {
+	for lname, layer := range layers(Options{}) {
 		t.Run(lname, func(t *testing.T) {
 			for _, c := range []struct {
 				name  string
@@ -575,7 +575,7 @@ func TestAppendOnlyLogs(t *testing.T) {
 // TestConcurrentWriters: several writers append and fsync in parallel; after
 // a power loss each file holds exactly what it had synced.
 func TestConcurrentWriters(t *testing.T) {
-	for lname, layer := range layers(t) {
+	for lname, layer := range layers(Options{}) {
 		t.Run(lname, func(t *testing.T) {
 			fs := layer(t)
 			const writers = 4
@@ -628,7 +628,7 @@ func TestConcurrentWriters(t *testing.T) {
 // TestAttributesAndOwnersSurvive: a directory re-created by a power loss keeps
 // its mode and owner (brokers check both on their data directory).
 func TestAttributesAndOwnersSurvive(t *testing.T) {
-	for lname, layer := range layers(t) {
+	for lname, layer := range layers(Options{}) {
 		t.Run(lname, func(t *testing.T) {
 			fs := layer(t)
 			must(t, fs.mkdir("data"))
@@ -646,6 +646,25 @@ func TestAttributesAndOwnersSurvive(t *testing.T) {
 			}
 			if os.Geteuid() == 0 && (st.Uid != 123 || st.Gid != 456) {
 				t.Errorf("owner %d:%d after the power loss, want 123:456", st.Uid, st.Gid)
+			}
+		})
+	}
+}
+
+// TestIgnoreFsync: the negative control's disk keeps nothing that was only
+// fsynced, and everything a checkpoint (writeback) wrote.
+func TestIgnoreFsync(t *testing.T) {
+	for lname, layer := range layers(Options{IgnoreFsync: true}) {
+		t.Run(lname, func(t *testing.T) {
+			fs := layer(t)
+			must(t, writeFile(fs, "kept", "before", false))
+			must(t, fs.checkpoint())
+			must(t, overwrite(fs, "kept", "AFTER!", 0, true))
+			must(t, writeFile(fs, "new", "x", true))
+			must(t, fs.syncDir(""))
+			must(t, fs.powerLoss())
+			if got, want := tree(t, fs.path("")), map[string]string{"kept": "file:before"}; !maps.Equal(got, want) {
+				t.Errorf("after the power loss: %v, want %v", brief(got), brief(want))
 			}
 		})
 	}
