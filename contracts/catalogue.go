@@ -357,6 +357,25 @@ var Catalogue = []*Contract{
 		},
 		Sabotages: []Sabotage{{Name: "timeout-as-failure", What: "a commit timeout is treated as a permanent failure", Pipeline: pipeline.Sabotage{TimeoutAsFailure: true}}},
 	},
+	{
+		ID:         "durability.power-loss",
+		Claim:      "an enqueue the broker acknowledged survives a power loss of the broker's machine: what the broker never fsynced is gone, and it restarts on what survived",
+		Motivation: "kill -9 loses nothing the kernel already has; a power cut loses the page cache too, and only it tells fsync policies apart (Redis appendfsync always or no, Postgres synchronous_commit on or off)",
+		Labels:     []string{"fault:power-loss"},
+		Needs:      needsPowerLoss,
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("power cut mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = time.Second })
+			}), faults.Fault{Kind: faults.PowerLoss, At: 3 * time.Second, For: 2 * time.Second})
+			sc.Workers = 2
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("power losses", s.Faults["power_loss"], 1) },
+		Sabotages: []Sabotage{
+			{Name: "no-persistence", What: "the broker keeps messages in memory only", Volatile: true},
+			{Name: "fsync-ignored", What: "the broker's disk acknowledges fsync and keeps nothing until written back (a write cache that lies)", FsyncIgnored: true},
+		},
+	},
 }
 
 // Lookup returns the contract with id.

@@ -266,7 +266,7 @@ func (c *checker) observe(i int32, op *history.Op) {
 		c.st.EventsDeadLettered++
 	}
 	if op.F == history.Fault {
-		if op.Value == "broker_crash" {
+		if op.Value == "broker_crash" || op.Value == "power_loss" {
 			c.crashAt = i
 		}
 		if op.Key == faults.LinkChannel {

@@ -52,6 +52,9 @@ type Sabotage struct {
 	// Broker-level breakage, as configurations of the broker under test.
 	Volatile   bool `json:"volatile,omitempty"`    // no persistence
 	BreakOrder bool `json:"break_order,omitempty"` // claims FIFO, delivers newest first
+	// FsyncIgnored: the broker's disk acknowledges fsync and keeps nothing
+	// until written back (a write cache that lies, fsync turned off).
+	FsyncIgnored bool `json:"fsync_ignored,omitempty"`
 }
 
 // JobSpec is one job of a workload.
