@@ -125,6 +125,7 @@ type jobState struct {
 	enqIdx      int32
 	enqueues    int
 	accepted    bool
+	acceptIdx   int32 // the broker's first acknowledgement of an enqueue
 	executions  int
 	permFails   int
 	firstLease  int32
@@ -228,7 +229,7 @@ func (c *checker) violate(p Property, job, msg string, idx ...int32) {
 func (c *checker) job(id string) *jobState {
 	j, ok := c.jobs[id]
 	if !ok {
-		j = &jobState{enqIdx: -1, firstLease: -1, terminalIdx: -1, terminalInv: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1, commitInv: -1, fault: -1}
+		j = &jobState{enqIdx: -1, acceptIdx: -1, firstLease: -1, terminalIdx: -1, terminalInv: -1, deadIdx: -1, commitIdx: -1, lastExtract: -1, commitInv: -1, fault: -1}
 		c.jobs[id] = j
 		c.order = append(c.order, id)
 	}
@@ -419,7 +420,7 @@ func (c *checker) enqueue(i int32, op *history.Op, j *jobState) {
 		}
 	case history.OK:
 		if !j.accepted {
-			j.accepted = true
+			j.accepted, j.acceptIdx = true, i
 			c.st.Accepted++
 			if j.meta.Group != "" {
 				c.groups[j.meta.Group] = append(c.groups[j.meta.Group], op.Job)
@@ -702,7 +703,12 @@ func (c *checker) finish(f Final) []string {
 				unknown = append(unknown, fmt.Sprintf("job %s %s", id, where))
 			}
 		case n == 0:
-			c.violate(PropLost, id, "accepted by the broker, never finished, and no longer in the broker", j.enqIdx, j.firstLease, j.terminalIdx)
+			// The witness: the broker's acknowledgement and the broker fault after it.
+			crash := int32(-1)
+			if c.crashAt > j.acceptIdx {
+				crash = c.crashAt
+			}
+			c.violate(PropLost, id, "accepted by the broker, never finished, and no longer in the broker", j.enqIdx, j.acceptIdx, crash, j.firstLease, j.terminalIdx)
 		}
 		if j.reprocessed {
 			a, ok := audits[id]

@@ -64,6 +64,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	}
 	t.caps = q.Capabilities()
 	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	powerLossCaps(spec, &t.caps)
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -164,6 +165,7 @@ type run struct {
 	pending  map[string][]faults.Fault
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
+	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
@@ -212,10 +214,22 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		}
 		os.RemoveAll(r.dir)
 	}()
-	if needsBrokerKill(r.sc.Plan) {
-		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, r.dir); err != nil {
+	instDir := r.dir
+	if needsPowerLoss(r.sc.Plan) {
+		if instDir, err = r.mountLazy(); err != nil {
 			return ex, err
 		}
+		defer func() { // before the teardown removes the run directory
+			if uerr := r.unmountLazy(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+	}
+	if needsBrokerKill(r.sc.Plan) {
+		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, instDir); err != nil {
+			return ex, err
+		}
+		r.inst = r.onLazy(r.inst)
 		t.logf("  private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
 	}
 	q, err := targets.OpenQueue(ctx, r.spec)
@@ -223,6 +237,9 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		return ex, err
 	}
 	defer q.Close()
+	if err := r.checkpointLazy(ctx); err != nil {
+		return ex, err
+	}
 	store, err := targets.OpenStore(ctx, r.spec)
 	if err != nil {
 		return ex, err
@@ -546,6 +563,8 @@ func (r *run) applyTimed(f faults.Fault) {
 			r.t.logf("  broker kill: %v", err)
 		}
 		r.restart = time.Now().Add(f.For)
+	case faults.PowerLoss:
+		r.cutPower(f)
 	}
 }
 
@@ -653,7 +672,7 @@ func (r *run) merge() ([]history.Op, error) {
 
 func needsBrokerKill(p faults.Plan) bool {
 	for _, f := range p.Faults {
-		if f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			return true
 		}
 	}
@@ -663,7 +682,7 @@ func needsBrokerKill(p faults.Plan) bool {
 func timedFaults(p faults.Plan) []faults.Fault {
 	var out []faults.Fault
 	for _, f := range p.Faults {
-		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			out = append(out, f)
 		}
 	}

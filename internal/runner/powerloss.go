@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// A power loss runs the private broker on a lazy file system (internal/lazyfs)
+// mounted in the run directory: the broker's whole directory is on it, the
+// effect store and the histories are not. The fault kills the broker, drops
+// what it never fsynced and restarts it on what survived.
+
+// lazySettle is how long the broker is left to write what it buffers in its
+// own memory before the checkpoint that stands for the kernel's writeback
+// (Postgres's WAL writer flushes asynchronous commits within three
+// wal_writer_delay, 600 ms by default).
+const lazySettle = time.Second
+
+// lazyRun is the lazy file system of one run.
+type lazyRun struct {
+	fs  *lazyfs.FS
+	err error // of the last power loss; the restart reports it
+}
+
+// powerLossCaps says whether runs of spec can cut the broker's power: a
+// private instance and FUSE; if only FUSE is missing, a note says why.
+func powerLossCaps(spec targets.Spec, caps *adapters.Capabilities) {
+	if !caps.BrokerKill {
+		return
+	}
+	if err := lazyfs.Available(); err != nil {
+		caps.Notes = append(caps.Notes, contracts.NoPowerLoss+err.Error())
+		return
+	}
+	caps.PowerLoss = true
+}
+
+func needsPowerLoss(p faults.Plan) bool {
+	for _, f := range p.Faults {
+		if f.Kind == faults.PowerLoss {
+			return true
+		}
+	}
+	return false
+}
+
+// mountLazy mounts a lazy file system at <run dir>/broker, backed by <run
+// dir>/lazyfs, and returns the mount point: the directory to start the private
+// instance in.
+func (r *run) mountLazy() (string, error) {
+	mnt := filepath.Join(r.dir, "broker")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		return "", err
+	}
+	// Brokers run as their own users (postgres, rabbitmq) and must reach it.
+	if err := os.Chmod(r.dir, 0o711); err != nil {
+		return "", err
+	}
+	opts := lazyfs.Options{IgnoreFsync: r.rc.Sabotage != nil && r.rc.Sabotage.FsyncIgnored}
+	fs, err := lazyfs.Mount(mnt, filepath.Join(r.dir, "lazyfs"), opts)
+	if err != nil {
+		return "", fmt.Errorf("power loss: %w", err)
+	}
+	r.lazy = &lazyRun{fs: fs}
+	r.t.logf("  lazy file system at %s", mnt)
+	return mnt, nil
+}
+
+// unmountLazy kills the private instance (a process holding a file there keeps
+// the mount busy) and unmounts, before the run directory is removed.
+func (r *run) unmountLazy() error {
+	if r.lazy == nil {
+		return nil
+	}
+	if r.inst != nil {
+		_ = r.inst.Kill()
+	}
+	return r.lazy.fs.Unmount()
+}
+
+// checkpointLazy makes everything the broker wrote so far durable: the broker
+// and the run's queues existed long before a real power cut, and the kernel
+// would have written them back.
+func (r *run) checkpointLazy(ctx context.Context) error {
+	if r.lazy == nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(lazySettle):
+	}
+	return r.lazy.fs.Sync()
+}
+
+// onLazy makes the restart of inst report a failed power loss.
+func (r *run) onLazy(inst targets.Instance) targets.Instance {
+	if r.lazy == nil {
+		return inst
+	}
+	return lazyInstance{Instance: inst, lazy: r.lazy}
+}
+
+type lazyInstance struct {
+	targets.Instance
+	lazy *lazyRun
+}
+
+func (i lazyInstance) Restart(ctx context.Context) error {
+	if i.lazy.err != nil {
+		return fmt.Errorf("power loss: %w", i.lazy.err)
+	}
+	return i.Instance.Restart(ctx)
+}
+
+// cutPower applies a power_loss fault: the broker is killed, what it never
+// fsynced is dropped, and it comes back after f.For.
+func (r *run) cutPower(f faults.Fault) {
+	if r.inst == nil || r.lazy == nil {
+		return
+	}
+	r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: string(faults.PowerLoss), Target: r.spec.Kind})
+	if err := r.inst.Kill(); err != nil {
+		r.t.logf("  broker kill: %v", err)
+	}
+	began := time.Now()
+	r.lazy.err = r.lazy.fs.PowerLoss()
+	r.t.logf("  power loss of the private %s instance (%s to drop what it never fsynced)", r.spec.Kind, time.Since(began).Round(time.Millisecond))
+	r.restart = time.Now().Add(f.For)
+}
