@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -70,6 +71,7 @@ type Disk struct {
 	durable map[uint64]map[string]uint64 // directory id → name → node id
 	root    *node
 	nextID  uint64
+	nsDirty bool // a namespace change since the last commit (Options.Journal)
 }
 
 // Options change the model.
@@ -79,6 +81,11 @@ type Options struct {
 	// fsync turned off, e.g. by libeatmydata): only Sync (writeback) persists.
 	// A negative control: a broker on it loses what it acknowledged.
 	IgnoreFsync bool
+	// Journal: an fsync of any file or directory also makes every namespace
+	// change before it durable, as ext4 (data=ordered) and xfs commit their
+	// metadata journal. Without it (POSIX): an entry is durable once its
+	// directory is fsynced, and not before.
+	Journal bool
 }
 
 // OpenDisk opens (creating it if needed) the backing directory dir. Whatever
@@ -153,6 +160,23 @@ func readNames(dir string) ([]string, error) {
 func (d *Disk) Sync() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.commit(true)
+}
+
+// commitNamespace makes every namespace change so far durable, as a journal
+// commit does (Options.Journal).
+func (d *Disk) commitNamespace() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.nsDirty {
+		return nil
+	}
+	return d.commit(false)
+}
+
+// commit makes the whole tree of the view durable as it is, and with data the
+// content of every file in it too. d.mu is held.
+func (d *Disk) commit(data bool) error {
 	st, err := lstat(d.view)
 	if err != nil {
 		return err
@@ -185,6 +209,9 @@ func (d *Disk) Sync() error {
 					return err
 				}
 			case kindFile:
+				if !data {
+					continue
+				}
 				c.mu.Lock()
 				if st, err = lstat(p); err == nil { // under the lock: no write in between
 					c.dsize, c.undo = st.Size, nil
@@ -210,6 +237,7 @@ func (d *Disk) Sync() error {
 		d.byIno[n.ino], d.byID[n.id] = n, n
 	}
 	d.recount()
+	d.nsDirty = false
 	if err := os.RemoveAll(d.grave); err != nil {
 		return err
 	}
@@ -256,6 +284,7 @@ func (d *Disk) Create(path string, do func() error) error {
 	if err := do(); err != nil {
 		return err
 	}
+	d.nsDirty = true
 	st, err := lstat(path)
 	if err != nil {
 		return err
@@ -312,6 +341,7 @@ func (d *Disk) Unlink(path string) error {
 		return syscall.EISDIR
 	}
 	n := d.nodeFor(path, st)
+	d.nsDirty = true
 	if st.Nlink == 1 && n.dlinks > 0 {
 		if err := syscall.Rename(path, d.gravePath(n)); err != nil {
 			return err
@@ -341,6 +371,7 @@ func (d *Disk) Rmdir(path string) error {
 		return syscall.ENOTDIR
 	}
 	n := d.nodeFor(path, st)
+	d.nsDirty = true
 	if n.dlinks > 0 {
 		names, err := readNames(path)
 		if err != nil {
@@ -372,6 +403,7 @@ func (d *Disk) Rename(oldpath, newpath string, flags uint) error {
 		return err
 	}
 	on := d.nodeFor(oldpath, ost)
+	d.nsDirty = true
 	var target *node
 	var tst *syscall.Stat_t
 	if flags&(unix.RENAME_EXCHANGE|unix.RENAME_NOREPLACE) == 0 {
@@ -424,6 +456,9 @@ func (d *Disk) Rename(oldpath, newpath string, flags uint) error {
 func (d *Disk) FsyncDir(path string) error {
 	if d.opts.IgnoreFsync {
 		return nil
+	}
+	if d.opts.Journal {
+		return d.commitNamespace()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -516,6 +551,11 @@ func (d *Disk) fsync(n *node, fd int) error {
 	if d.opts.IgnoreFsync {
 		return nil
 	}
+	if d.opts.Journal {
+		if err := d.commitNamespace(); err != nil { // before n.mu: commit takes d.mu
+			return err
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var st syscall.Stat_t
@@ -529,15 +569,19 @@ func (d *Disk) fsync(n *node, fd int) error {
 // PowerLoss puts the view back to its durable state: every file to its durable
 // size and content, every directory to its durable entries. Nothing may use
 // the view meanwhile (unmount first).
-func (d *Disk) PowerLoss() error {
+func (d *Disk) PowerLoss() (Loss, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	loss, err := d.loss()
+	if err != nil {
+		return loss, fmt.Errorf("lazyfs: power loss: %w", err)
+	}
 	if err := d.stageAll(); err != nil {
-		return fmt.Errorf("lazyfs: power loss: %w", err)
+		return loss, fmt.Errorf("lazyfs: power loss: %w", err)
 	}
 	staged, err := readNames(d.stage)
 	if err != nil {
-		return err
+		return loss, err
 	}
 	for _, name := range staged {
 		id, _ := strconv.ParseUint(name, 10, 64)
@@ -548,14 +592,14 @@ func (d *Disk) PowerLoss() error {
 			continue
 		}
 		if err := n.restore(p); err != nil {
-			return fmt.Errorf("lazyfs: power loss: %w", err)
+			return loss, fmt.Errorf("lazyfs: power loss: %w", err)
 		}
 	}
 	d.byIno = map[uint64]*node{d.root.ino: d.root}
 	placed := map[uint64]string{d.root.id: d.view}
 	var problems []error
 	if err := d.rebuild(d.root, d.view, placed, &problems); err != nil {
-		return fmt.Errorf("lazyfs: power loss: %w", err)
+		return loss, fmt.Errorf("lazyfs: power loss: %w", err)
 	}
 	for id, n := range d.byID {
 		if placed[id] == "" {
@@ -566,15 +610,86 @@ func (d *Disk) PowerLoss() error {
 		n.grave = false
 	}
 	d.recount()
+	d.nsDirty = false
 	for _, p := range []string{d.stage, d.grave} {
 		if err := os.RemoveAll(p); err != nil {
-			return err
+			return loss, err
 		}
 		if err := os.Mkdir(p, 0o755); err != nil {
-			return err
+			return loss, err
 		}
 	}
-	return errors.Join(problems...)
+	return loss, errors.Join(problems...)
+}
+
+// Loss is what a power loss dropped, by path in the view before it.
+type Loss struct {
+	Data    []string // files whose content or size went back to their last fsync
+	Created []string // entries no directory fsync made durable: gone (a directory with all it held)
+	Removed []string // removals and renames away no directory fsync made durable: back
+}
+
+func (l Loss) String() string {
+	list := func(what string, paths []string) string {
+		s := fmt.Sprintf("%d %s", len(paths), what)
+		if len(paths) > 0 {
+			s += " (" + strings.Join(paths[:min(len(paths), 4)], ", ")
+			if len(paths) > 4 {
+				s += ", …"
+			}
+			s += ")"
+		}
+		return s
+	}
+	return list("files' unsynced data", l.Data) + "; " + list("entries never made durable", l.Created) + "; " + list("removals undone", l.Removed)
+}
+
+// loss compares the view with the durable state. d.mu is held.
+func (d *Disk) loss() (Loss, error) {
+	var l Loss
+	var walk func(dn *node, path, rel string) error
+	walk = func(dn *node, path, rel string) error {
+		names, err := readNames(path)
+		if err != nil {
+			return err
+		}
+		durable := d.durable[dn.id]
+		seen := map[string]bool{}
+		for _, name := range names {
+			p, r := filepath.Join(path, name), filepath.Join(rel, name)
+			st, err := lstat(p)
+			if err != nil {
+				return err
+			}
+			c := d.byIno[st.Ino]
+			if c == nil || durable[name] != c.id {
+				l.Created = append(l.Created, r)
+				continue
+			}
+			seen[name] = true
+			switch c.kind {
+			case kindDir:
+				if err := walk(c, p, r); err != nil {
+					return err
+				}
+			case kindFile:
+				c.mu.Lock()
+				if st.Size != c.dsize || len(c.undo) > 0 {
+					l.Data = append(l.Data, fmt.Sprintf("%s %+d bytes, %d pages rewritten", r, st.Size-c.dsize, len(c.undo)))
+				}
+				c.mu.Unlock()
+			}
+		}
+		for name := range durable {
+			if !seen[name] {
+				l.Removed = append(l.Removed, filepath.Join(rel, name))
+			}
+		}
+		return nil
+	}
+	err := walk(d.root, d.view, "")
+	sort.Strings(l.Removed)
+	return l, err
 }
 
 // stageAll moves every file of the view and the grave to stage/<id>, keeps the

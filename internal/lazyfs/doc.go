@@ -27,7 +27,9 @@
 //     is; within one directory one fsync makes both durable. This is the
 //     strictest reading of POSIX; ext4 and xfs in practice persist more (an
 //     fsync of a new file also commits its name, a rename is atomic across
-//     directories).
+//     directories). Options.Journal models them: any fsync (of a file or a
+//     directory) makes every namespace change before it durable, in one
+//     step, as a journal commit does.
 //   - Nothing is written back on its own: real kernels write dirty pages back
 //     after about 30 s (vm.dirty_expire_centisecs) and ext4 commits its journal
 //     every 5 s, so a power cut here is one that comes within that window.

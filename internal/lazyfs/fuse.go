@@ -98,17 +98,17 @@ func (f *FS) Sync() error { return f.disk.Sync() }
 // PowerLoss unmounts, drops everything that was never synced, and mounts
 // again on what survived. Every process using the mount must be gone: a power
 // cut takes the machine's processes with it.
-func (f *FS) PowerLoss() error {
+func (f *FS) PowerLoss() (Loss, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.unmountLocked(); err != nil {
-		return err
+		return Loss{}, err
 	}
-	lossErr := f.disk.PowerLoss()
+	loss, lossErr := f.disk.PowerLoss()
 	if err := f.mount(); err != nil {
-		return errors.Join(lossErr, err)
+		return loss, errors.Join(lossErr, err)
 	}
-	return lossErr
+	return loss, lossErr
 }
 
 // Unmount unmounts the file system; the backing directory stays. Idempotent.

@@ -66,7 +66,7 @@ func (m mountFS) syncDir(name string) error {
 	return d.Sync()
 }
 func (m mountFS) datasync(f tfile) error { return unix.Fdatasync(int(f.(*os.File).Fd())) }
-func (m mountFS) powerLoss() error       { return m.f.PowerLoss() }
+func (m mountFS) powerLoss() error       { _, err := m.f.PowerLoss(); return err }
 func (m mountFS) checkpoint() error      { return m.f.Sync() }
 
 type diskFS struct{ d *Disk }
@@ -147,7 +147,7 @@ func (m diskFS) truncate(n string, s int64) error {
 }
 func (m diskFS) syncDir(name string) error { return m.d.FsyncDir(m.path(name)) }
 func (m diskFS) datasync(f tfile) error    { return f.Sync() }
-func (m diskFS) powerLoss() error          { return m.d.PowerLoss() }
+func (m diskFS) powerLoss() error          { _, err := m.d.PowerLoss(); return err }
 func (m diskFS) checkpoint() error         { return m.d.Sync() }
 
 // layers returns the ways to drive the file system: the Disk always, the
@@ -270,7 +270,8 @@ func TestPowerLoss(t *testing.T) {
 		// before runs and is made durable (a checkpoint); then run; then the power fails.
 		before, run []step
 		want        map[string]string
-		mountOnly   bool // needs the kernel (open flags)
+		journal     map[string]string // with Options.Journal, where it differs
+		mountOnly   bool              // needs the kernel (open flags)
 	}{
 		{name: "a write never fsynced is gone",
 			before: []step{func(fs tfs) error { return writeFile(fs, "f", "old", false) }},
@@ -311,8 +312,9 @@ func TestPowerLoss(t *testing.T) {
 			run:  []step{func(fs tfs) error { return writeFile(fs, "g", "data", false) }},
 			want: map[string]string{}},
 		{name: "a file fsynced whose directory was not is gone",
-			run:  []step{func(fs tfs) error { return writeFile(fs, "g", "data", true) }},
-			want: map[string]string{}},
+			run:     []step{func(fs tfs) error { return writeFile(fs, "g", "data", true) }},
+			want:    map[string]string{},
+			journal: map[string]string{"g": "file:data"}},
 		{name: "a file whose directory was fsynced but not its data is empty",
 			run: []step{func(fs tfs) error { return writeFile(fs, "g", "data", false) },
 				func(fs tfs) error { return fs.syncDir("") }},
@@ -325,7 +327,15 @@ func TestPowerLoss(t *testing.T) {
 			before: []step{func(fs tfs) error { return writeFile(fs, "a", "1", false) }},
 			run: []step{func(fs tfs) error { return writeFile(fs, "tmp", "2", true) },
 				func(fs tfs) error { return fs.rename("tmp", "a") }},
-			want: map[string]string{"a": "file:1"}},
+			want:    map[string]string{"a": "file:1"},
+			journal: map[string]string{"a": "file:1", "tmp": "file:2"}}, // the fsync of tmp committed its creation
+		{name: "a rename followed by an fsync of another file",
+			before: []step{func(fs tfs) error { return writeFile(fs, "a", "1", false) }, func(fs tfs) error { return writeFile(fs, "other", "", false) }},
+			run: []step{func(fs tfs) error { return writeFile(fs, "tmp", "2", true) },
+				func(fs tfs) error { return fs.rename("tmp", "a") },
+				func(fs tfs) error { return writeFile(fs, "other", "o", true) }},
+			want:    map[string]string{"a": "file:1", "other": "file:o"},
+			journal: map[string]string{"a": "file:2", "other": "file:o"}},
 		{name: "a rename after the directory fsync survives",
 			before: []step{func(fs tfs) error { return writeFile(fs, "a", "1", false) }},
 			run: []step{func(fs tfs) error { return writeFile(fs, "tmp", "2", true) },
@@ -342,7 +352,8 @@ func TestPowerLoss(t *testing.T) {
 				func(fs tfs) error { return writeFile(fs, "d1/x", "x", false) }},
 			run: []step{func(fs tfs) error { return fs.rename("d1/x", "d2/x") },
 				func(fs tfs) error { return fs.syncDir("d2") }},
-			want: map[string]string{"d1/": "dir", "d2/": "dir", "d1/x": "file:x", "d2/x": "file:x"}},
+			want:    map[string]string{"d1/": "dir", "d2/": "dir", "d1/x": "file:x", "d2/x": "file:x"},
+			journal: map[string]string{"d1/": "dir", "d2/": "dir", "d2/x": "file:x"}},
 		{name: "a truncation never fsynced is undone",
 			before: []step{func(fs tfs) error { return writeFile(fs, "f", pattern, false) }},
 			run:    []step{func(fs tfs) error { return fs.truncate("f", 100) }},
@@ -407,7 +418,17 @@ func TestPowerLoss(t *testing.T) {
 			run: []step{func(fs tfs) error { return fs.mkdir("d") },
 				func(fs tfs) error { return writeFile(fs, "d/f", "x", true) },
 				func(fs tfs) error { return fs.syncDir("") }},
-			want: map[string]string{"d/": "dir"}},
+			want:    map[string]string{"d/": "dir"},
+			journal: map[string]string{"d/": "dir", "d/f": "file:x"}},
+		{name: "a file fsynced in a new directory, nothing else",
+			run:     []step{func(fs tfs) error { return fs.mkdir("d") }, func(fs tfs) error { return writeFile(fs, "d/f", "x", true) }},
+			want:    map[string]string{},
+			journal: map[string]string{"d/": "dir", "d/f": "file:x"}},
+		{name: "an unlink followed by an fsync of another file",
+			before:  []step{func(fs tfs) error { return writeFile(fs, "f", "old", false) }, func(fs tfs) error { return writeFile(fs, "other", "", false) }},
+			run:     []step{func(fs tfs) error { return fs.remove("f") }, func(fs tfs) error { return writeFile(fs, "other", "o", true) }},
+			want:    map[string]string{"f": "file:old", "other": "file:o"},
+			journal: map[string]string{"other": "file:o"}},
 		{name: "a hard link survives the removal of the first name once both are durable",
 			before: []step{func(fs tfs) error { return writeFile(fs, "a", "1", false) }},
 			run: []step{func(fs tfs) error { return fs.link("a", "b") }, func(fs tfs) error { return fs.syncDir("") },
@@ -432,28 +453,34 @@ func TestPowerLoss(t *testing.T) {
 			}},
 			want: map[string]string{"f": "file:old+sync"}},
 	}
-	for lname, layer := range layers(Options{}) {
-		t.Run(lname, func(t *testing.T) {
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					if c.mountOnly && lname != "fuse" {
-						t.Skip("skipped: open flags reach only the mount")
-					}
-					fs := layer(t)
-					for _, s := range c.before {
-						must(t, s(fs))
-					}
-					must(t, fs.checkpoint())
-					for _, s := range c.run {
-						must(t, s(fs))
-					}
-					must(t, fs.powerLoss())
-					if got := tree(t, fs.path("")); !maps.Equal(got, c.want) {
-						t.Errorf("after the power loss:\n got %v\nwant %v", brief(got), brief(c.want))
-					}
-				})
-			}
-		})
+	for _, model := range []string{"posix", "journal"} {
+		for lname, layer := range layers(Options{Journal: model == "journal"}) {
+			t.Run(model+"/"+lname, func(t *testing.T) {
+				for _, c := range cases {
+					t.Run(c.name, func(t *testing.T) {
+						if c.mountOnly && lname != "fuse" {
+							t.Skip("skipped: open flags reach only the mount")
+						}
+						want := c.want
+						if model == "journal" && c.journal != nil {
+							want = c.journal
+						}
+						fs := layer(t)
+						for _, s := range c.before {
+							must(t, s(fs))
+						}
+						must(t, fs.checkpoint())
+						for _, s := range c.run {
+							must(t, s(fs))
+						}
+						must(t, fs.powerLoss())
+						if got := tree(t, fs.path("")); !maps.Equal(got, want) {
+							t.Errorf("after the power loss:\n got %v\nwant %v", brief(got), brief(want))
+						}
+					})
+				}
+			})
+		}
 	}
 }
 
@@ -667,5 +694,27 @@ func TestIgnoreFsync(t *testing.T) {
 				t.Errorf("after the power loss: %v, want %v", brief(got), brief(want))
 			}
 		})
+	}
+}
+
+// TestLossReport: a power loss says what it dropped.
+func TestLossReport(t *testing.T) {
+	d, err := OpenDisk(t.TempDir(), Options{})
+	must(t, err)
+	fs := diskFS{d}
+	must(t, writeFile(fs, "kept", "abc", false))
+	must(t, writeFile(fs, "gone", "x", false))
+	must(t, fs.checkpoint())
+	must(t, overwrite(fs, "kept", "ABCD", 0, false))
+	must(t, writeFile(fs, "new", "y", true))
+	must(t, fs.remove("gone"))
+	loss, err := d.PowerLoss()
+	must(t, err)
+	want := Loss{Data: []string{"kept +1 bytes, 1 pages rewritten"}, Created: []string{"new"}, Removed: []string{"gone"}}
+	if !slices.Equal(loss.Data, want.Data) || !slices.Equal(loss.Created, want.Created) || !slices.Equal(loss.Removed, want.Removed) {
+		t.Errorf("loss %+v, want %+v", loss, want)
+	}
+	if s := loss.String(); !strings.Contains(s, "1 entries never made durable (new)") {
+		t.Errorf("loss.String() = %q", s)
 	}
 }

@@ -66,7 +66,8 @@ func (r *run) mountLazy() (string, error) {
 	if err := os.Chmod(r.dir, 0o711); err != nil {
 		return "", err
 	}
-	opts := lazyfs.Options{IgnoreFsync: r.rc.Sabotage != nil && r.rc.Sabotage.FsyncIgnored}
+	opts := lazyfs.Options{IgnoreFsync: r.rc.Sabotage != nil && r.rc.Sabotage.FsyncIgnored,
+		Journal: r.spec.Options[targets.PowerLossMetadata] == "journal"}
 	fs, err := lazyfs.Mount(mnt, filepath.Join(r.dir, "lazyfs"), opts)
 	if err != nil {
 		return "", fmt.Errorf("power loss: %w", err)
@@ -134,7 +135,8 @@ func (r *run) cutPower(f faults.Fault) {
 		r.t.logf("  broker kill: %v", err)
 	}
 	began := time.Now()
-	r.lazy.err = r.lazy.fs.PowerLoss()
-	r.t.logf("  power loss of the private %s instance (%s to drop what it never fsynced)", r.spec.Kind, time.Since(began).Round(time.Millisecond))
+	var loss lazyfs.Loss
+	loss, r.lazy.err = r.lazy.fs.PowerLoss()
+	r.t.logf("  power loss of the private %s instance (%s to drop what it never fsynced): %s", r.spec.Kind, time.Since(began).Round(time.Millisecond), loss)
 	r.restart = time.Now().Add(f.For)
 }

@@ -46,3 +46,37 @@ func TestPrivatePostgresSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestPowerLossMetadataKnob: every kind with a private instance takes the lazy
+// file system's model; a kind without one rejects it as unknown.
+func TestPowerLossMetadataKnob(t *testing.T) {
+	tests := []struct {
+		url, want, wantErr string
+	}{
+		{url: "redis://127.0.0.1:6379/0?power-loss.metadata=journal", want: "journal"},
+		{url: "postgres://postgres@127.0.0.1:5432/test?power-loss.metadata=posix&synchronous_commit=off", want: "posix"},
+		{url: "amqp://guest:guest@127.0.0.1:5672/?power-loss.metadata=journal", want: "journal"},
+		{url: "redis://127.0.0.1:6379/0", want: ""},
+		{url: "redis://127.0.0.1:6379/0?power-loss.metadata=ext4", wantErr: "power-loss.metadata"},
+		{url: "sqs://127.0.0.1:9324?region=us-east-1&power-loss.metadata=journal", wantErr: "power-loss.metadata"},
+	}
+	for _, tt := range tests {
+		s, err := Parse(tt.url)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: %v, want an error naming %s", tt.url, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.url, err)
+			continue
+		}
+		if got := s.Options[PowerLossMetadata]; got != tt.want {
+			t.Errorf("%s: %s=%q, want %q", tt.url, PowerLossMetadata, got, tt.want)
+		}
+		if strings.Contains(s.URL, "power-loss") {
+			t.Errorf("%s: the knob reached the broker URL %s", tt.url, s.URL)
+		}
+	}
+}

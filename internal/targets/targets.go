@@ -118,9 +118,19 @@ func Parse(raw string) (Spec, error) {
 	if !ok {
 		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Redact(raw), u.Scheme, schemes())
 	}
+	harness, err := powerLossKnobs(k, u)
+	if err != nil {
+		return Spec{}, err
+	}
 	s, err := k.Parse(raw, u)
 	if err != nil {
 		return Spec{}, err
+	}
+	for key, v := range harness {
+		if s.Options == nil {
+			s.Options = map[string]string{}
+		}
+		s.Options[key] = v
 	}
 	s.Kind = k.Name
 	if s.StoreURL == "" {
