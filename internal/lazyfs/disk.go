@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,6 +74,27 @@ type Disk struct {
 	root    *node
 	nextID  uint64
 	nsDirty bool // a namespace change since the last commit (Options.Journal)
+
+	lastChange atomic.Int64 // unix nanoseconds of the last write, fsync or namespace change
+}
+
+func (d *Disk) touch() { d.lastChange.Store(time.Now().UnixNano()) }
+
+// Quiesce waits until nothing was written, synced or renamed for quiet, or
+// for at most limit, and reports whether the disk went quiet.
+func (d *Disk) Quiesce(quiet, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		idle := time.Since(time.Unix(0, d.lastChange.Load()))
+		if idle >= quiet {
+			return true
+		}
+		if time.Now().Add(quiet - idle).After(deadline) {
+			time.Sleep(time.Until(deadline))
+			return false
+		}
+		time.Sleep(quiet - idle)
+	}
 }
 
 // Options change the model.
@@ -285,6 +308,7 @@ func (d *Disk) Create(path string, do func() error) error {
 		return err
 	}
 	d.nsDirty = true
+	d.touch()
 	st, err := lstat(path)
 	if err != nil {
 		return err
@@ -342,6 +366,7 @@ func (d *Disk) Unlink(path string) error {
 	}
 	n := d.nodeFor(path, st)
 	d.nsDirty = true
+	d.touch()
 	if st.Nlink == 1 && n.dlinks > 0 {
 		if err := syscall.Rename(path, d.gravePath(n)); err != nil {
 			return err
@@ -372,6 +397,7 @@ func (d *Disk) Rmdir(path string) error {
 	}
 	n := d.nodeFor(path, st)
 	d.nsDirty = true
+	d.touch()
 	if n.dlinks > 0 {
 		names, err := readNames(path)
 		if err != nil {
@@ -404,6 +430,7 @@ func (d *Disk) Rename(oldpath, newpath string, flags uint) error {
 	}
 	on := d.nodeFor(oldpath, ost)
 	d.nsDirty = true
+	d.touch()
 	var target *node
 	var tst *syscall.Stat_t
 	if flags&(unix.RENAME_EXCHANGE|unix.RENAME_NOREPLACE) == 0 {
@@ -454,6 +481,7 @@ func (d *Disk) Rename(oldpath, newpath string, flags uint) error {
 
 // FsyncDir makes the entries of the directory at path durable as they are now.
 func (d *Disk) FsyncDir(path string) error {
+	d.touch()
 	if d.opts.IgnoreFsync {
 		return nil
 	}
@@ -527,6 +555,7 @@ func (n *node) save(fd int, from, to int64) error {
 // Write writes p at off in the file open as fd (readable), saving what it
 // overwrites of the durable content first.
 func (d *Disk) write(n *node, fd int, p []byte, off int64) (int, error) {
+	d.touch()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.save(fd, off, off+int64(len(p))); err != nil {
@@ -538,6 +567,7 @@ func (d *Disk) write(n *node, fd int, p []byte, off int64) (int, error) {
 // change runs do, which changes the bytes of [from, to) of the file open as fd
 // (a truncation, a hole punched), after saving their durable content.
 func (d *Disk) change(n *node, fd int, from, to int64, do func() error) error {
+	d.touch()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.save(fd, from, to); err != nil {
@@ -548,6 +578,7 @@ func (d *Disk) change(n *node, fd int, from, to int64, do func() error) error {
 
 // fsync makes the data and size of the file open as fd durable.
 func (d *Disk) fsync(n *node, fd int) error {
+	d.touch()
 	if d.opts.IgnoreFsync {
 		return nil
 	}

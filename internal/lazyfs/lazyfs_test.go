@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -716,5 +717,35 @@ func TestLossReport(t *testing.T) {
 	}
 	if s := loss.String(); !strings.Contains(s, "1 entries never made durable (new)") {
 		t.Errorf("loss.String() = %q", s)
+	}
+}
+
+// TestQuiesce: it waits for the disk to go quiet, and no longer than its limit.
+func TestQuiesce(t *testing.T) {
+	d, err := OpenDisk(t.TempDir(), Options{})
+	must(t, err)
+	d.touch()
+	began := time.Now()
+	if !d.Quiesce(50*time.Millisecond, time.Second) || time.Since(began) < 50*time.Millisecond {
+		t.Errorf("a quiet disk: Quiesce returned after %s", time.Since(began))
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				d.touch()
+			}
+		}
+	}()
+	began = time.Now()
+	if d.Quiesce(100*time.Millisecond, 200*time.Millisecond) {
+		t.Error("a busy disk went quiet")
+	}
+	if el := time.Since(began); el < 200*time.Millisecond || el > time.Second {
+		t.Errorf("a busy disk: Quiesce returned after %s, want its 200ms limit", el)
 	}
 }

@@ -20,11 +20,14 @@ import (
 // effect store and the histories are not. The fault kills the broker, drops
 // what it never fsynced and restarts it on what survived.
 
-// lazySettle is how long the broker is left to write what it buffers in its
-// own memory before the checkpoint that stands for the kernel's writeback
-// (Postgres's WAL writer flushes asynchronous commits within three
-// wal_writer_delay, 600 ms by default).
-const lazySettle = time.Second
+// Before the checkpoint that stands for the kernel's writeback, the broker is
+// left to write what it buffers in its own memory: until its directory has been
+// quiet for lazyQuiet (longer than Postgres's wal_writer_delay, 200 ms, after
+// which its WAL writer flushes asynchronous commits), lazySettle at most.
+const (
+	lazyQuiet  = 300 * time.Millisecond
+	lazySettle = 2 * time.Second
+)
 
 // lazyRun is the lazy file system of one run.
 type lazyRun struct {
@@ -96,10 +99,9 @@ func (r *run) checkpointLazy(ctx context.Context) error {
 	if r.lazy == nil {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(lazySettle):
+	r.lazy.fs.Disk().Quiesce(lazyQuiet, lazySettle)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return r.lazy.fs.Sync()
 }
