@@ -130,6 +130,22 @@ func (s *gatedStore) Fence(ctx context.Context, jobID string, token uint64) erro
 	return s.after(ctx, s.Store.Fence(ctx, jobID, token))
 }
 
+func (s *gatedStore) Begin(ctx context.Context, jobID string, token uint64, delivery string) (pipeline.Ledger, error) {
+	if err := s.before(ctx); err != nil {
+		return pipeline.Ledger{}, err
+	}
+	led, err := s.Store.Begin(ctx, jobID, token, delivery)
+	return led, s.after(ctx, err)
+}
+
+func (s *gatedStore) End(ctx context.Context, jobID, delivery string, spent bool) (pipeline.Ledger, error) {
+	if err := s.before(ctx); err != nil {
+		return pipeline.Ledger{}, err
+	}
+	led, err := s.Store.End(ctx, jobID, delivery, spent)
+	return led, s.after(ctx, err)
+}
+
 func (s *gatedStore) CommitResultWithEvent(ctx context.Context, req pipeline.CommitRequest) (bool, error) {
 	if err := s.before(ctx); err != nil {
 		return false, err

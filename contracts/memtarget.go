@@ -127,7 +127,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 					name = fmt.Sprintf("%s.%d", slot, inc)
 				}
 				w := &pipeline.Worker{Env: newEnv(name), Queue: gq, Store: gs, Hooks: hooks, Lease: sc.Lease, Poll: sc.Poll,
-					Sabotage: sab.Pipeline, CommitRetries: 3,
+					Sabotage: sab.Pipeline,
 					Policy: &pipeline.Policy{Base: 500 * time.Millisecond, Max: 5 * time.Second, Unbounded: sab.Pipeline.UnboundedRetry,
 						Rand: rand.New(rand.NewPCG(run.Seed, uint64(i*1000+inc)))}}
 				p := s.Spawn(ctx, name, func(ctx context.Context) { _ = w.Run(ctx) })

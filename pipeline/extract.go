@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/durachk/durachk/adapters"
 )
 
 // Payload is the synthetic work item the contracts enqueue. Its flags make the
@@ -25,6 +27,29 @@ type Payload struct {
 	// PoisonEvent makes the job succeed with a result its outbox event's
 	// consumer rejects on every delivery (a poison event).
 	PoisonEvent bool `json:"poison_event,omitempty"`
+	// AgeBudget is the job's age budget (see AgeBudgetOf); 0: DefaultAgeBudget.
+	AgeBudget time.Duration `json:"age_budget,omitempty"`
+}
+
+// DefaultAgeBudget is the age budget of a job that names none. The seed
+// scenarios' longest outage ends a minute into the run, their jobs are all sent
+// in its first seconds and a run is cut at five minutes: three minutes let every
+// outage pass and leave the written policy time to act. On real targets the
+// runner scales it with every other scenario time.
+const DefaultAgeBudget = 3 * time.Minute
+
+// AgeBudgetOf is how long after its creation infrastructure failures (broker or
+// store unavailable, calls whose outcome is unknown, a lease lost through a
+// partition) may hold job up before the worker's written policy for it applies:
+// past it, a job held up by the infrastructure is dead-lettered with
+// ReasonAgeExceeded, or, where that cannot be written or the last outcome is
+// unknown, left in the broker for a later delivery (parked); never dropped. A
+// job's own failures spend attempts instead, whatever its age.
+func AgeBudgetOf(job adapters.Job) time.Duration {
+	if p, err := DecodePayload(job.Payload); err == nil && p.AgeBudget > 0 {
+		return p.AgeBudget
+	}
+	return DefaultAgeBudget
 }
 
 // PoisonEventPrefix starts the result, and so the event body, of a job flagged

@@ -27,6 +27,7 @@ type MemStore struct {
 	events    []*Event
 	eventIdx  map[string]*Event
 	applied   map[string]int
+	firstBy   map[string]string // event id → the application that applied it first
 	dead      map[string]*DeadLetterRecord
 	deadOrder []string
 	cancelled map[string]bool
@@ -35,7 +36,11 @@ type MemStore struct {
 	auditOrd  []string
 	pending   int
 	committed map[string]bool // job ids with a successful commit, new or deduped
+	ledger    map[string]map[string]*ledgerEntry
 }
+
+// ledgerEntry is one delivery in the ledger: a delivery a worker reached, and how it ended.
+type ledgerEntry struct{ ended, spent bool }
 
 var (
 	_ Store      = (*MemStore)(nil)
@@ -45,8 +50,9 @@ var (
 // NewMemStore returns an empty store.
 func NewMemStore(opts MemStoreOptions) *MemStore {
 	return &MemStore{opts: opts, fences: map[string]uint64{}, results: map[string]*Result{},
-		eventIdx: map[string]*Event{}, applied: map[string]int{}, dead: map[string]*DeadLetterRecord{},
-		cancelled: map[string]bool{}, audits: map[string]Audit{}, committed: map[string]bool{}}
+		eventIdx: map[string]*Event{}, applied: map[string]int{}, firstBy: map[string]string{}, dead: map[string]*DeadLetterRecord{},
+		cancelled: map[string]bool{}, audits: map[string]Audit{}, committed: map[string]bool{},
+		ledger: map[string]map[string]*ledgerEntry{}}
 }
 
 func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error {
@@ -59,6 +65,61 @@ func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error 
 		s.fences[jobID] = token
 	}
 	return nil
+}
+
+func (s *MemStore) Begin(ctx context.Context, jobID string, token uint64, delivery string) (Ledger, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.fences[jobID] && !s.opts.NoFence {
+		return Ledger{}, adapters.ErrStaleToken
+	}
+	if token > s.fences[jobID] {
+		s.fences[jobID] = token
+	}
+	led := s.ledgerOf(jobID, delivery)
+	if s.ledger[jobID] == nil {
+		s.ledger[jobID] = map[string]*ledgerEntry{}
+	}
+	if s.ledger[jobID][delivery] == nil {
+		s.ledger[jobID][delivery] = &ledgerEntry{}
+	}
+	return led, nil
+}
+
+func (s *MemStore) End(ctx context.Context, jobID, delivery string, spent bool) (Ledger, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ledger[jobID] == nil {
+		s.ledger[jobID] = map[string]*ledgerEntry{}
+	}
+	d := s.ledger[jobID][delivery]
+	if d == nil {
+		d = &ledgerEntry{}
+		s.ledger[jobID][delivery] = d
+	}
+	if !d.ended {
+		d.ended, d.spent = true, spent
+	}
+	return s.ledgerOf(jobID, ""), nil
+}
+
+// ledgerOf counts the job's ledger without the delivery except; it holds s.mu.
+func (s *MemStore) ledgerOf(jobID, except string) Ledger {
+	_, dead := s.dead[jobID]
+	led := Ledger{Committed: s.committed[jobID], Terminal: dead || s.cancelled[jobID]}
+	for id, d := range s.ledger[jobID] {
+		if id == except {
+			continue
+		}
+		led.Seen++
+		if d.ended {
+			led.Ended++
+		}
+		if d.spent {
+			led.Spent++
+		}
+	}
+	return led
 }
 
 // check validates req against the fence and the idempotency key; it holds s.mu.
@@ -255,11 +316,14 @@ func (s *MemStore) PurgePublished(ctx context.Context, cutoff time.Time) (int, e
 	return n, nil
 }
 
-func (s *MemStore) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
+func (s *MemStore) ApplyEvent(ctx context.Context, eventID, by string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.applied[eventID]++
-	return s.applied[eventID] == 1, nil
+	if s.applied[eventID] == 1 {
+		s.firstBy[eventID] = by
+	}
+	return s.firstBy[eventID] == by, nil
 }
 
 // PendingCount is the number of unpublished events.

@@ -432,20 +432,23 @@ func TestMemStoreApplyEvent(t *testing.T) {
 	tests := []struct {
 		name string
 		id   string
+		by   string
 		want bool
 	}{
-		{"first", "ev:a", true},
-		{"repeat", "ev:a", false},
-		{"other event first", "ev:b", true},
-		{"third time", "ev:a", false},
+		{"first", "ev:a", "c/1", true},
+		{"repeat", "ev:a", "c/2", false},
+		{"other event first", "ev:b", "c/3", true},
+		{"third time", "ev:a", "c/4", false},
+		// A lost reply, asked again under the same name: the first's answer.
+		{"the first application asks again", "ev:a", "c/1", true},
 	}
 	for _, tt := range tests {
-		first, err := s.ApplyEvent(ctx, tt.id)
+		first, err := s.ApplyEvent(ctx, tt.id, tt.by)
 		if err != nil || first != tt.want {
-			t.Fatalf("%s: ApplyEvent(%s) = %v, %v; want %v", tt.name, tt.id, first, err, tt.want)
+			t.Fatalf("%s: ApplyEvent(%s, %s) = %v, %v; want %v", tt.name, tt.id, tt.by, first, err, tt.want)
 		}
 	}
-	if st := snap(t, s); !reflect.DeepEqual(st.Applied, map[string]int{"ev:a": 3, "ev:b": 1}) {
+	if st := snap(t, s); !reflect.DeepEqual(st.Applied, map[string]int{"ev:a": 4, "ev:b": 1}) {
 		t.Fatalf("applied = %v", st.Applied)
 	}
 }
@@ -519,7 +522,7 @@ func TestMemStoreSnapshotIsACopy(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemStore(MemStoreOptions{})
 	_, _ = s.CommitResultWithEvent(ctx, req("j1", "acme:d:v1", "h", 1))
-	_, _ = s.ApplyEvent(ctx, "ev:acme:d:v1")
+	_, _ = s.ApplyEvent(ctx, "ev:acme:d:v1", "c/1")
 	st := snap(t, s)
 	st.Results[0].Hash = "mutated"
 	st.Events[0].Published = true
@@ -527,5 +530,55 @@ func TestMemStoreSnapshotIsACopy(t *testing.T) {
 	again := snap(t, s)
 	if again.Results[0].Hash != "h" || again.Events[0].Published || again.Applied["ev:acme:d:v1"] != 1 {
 		t.Fatalf("Snapshot shares memory with the store: %+v", again)
+	}
+}
+
+func TestMemStoreLedger(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemStore(MemStoreOptions{})
+	if _, err := s.CommitResultWithEvent(ctx, req("jC", "acme:c:v1", "h", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeadLetter(ctx, DeadLetterRecord{JobID: "jD", Reason: ReasonMaxAttempts}); err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		name  string
+		do    func() (Ledger, error)
+		want  Ledger
+		stale bool
+	}
+	begin := func(job string, tok uint64, del string) func() (Ledger, error) {
+		return func() (Ledger, error) { return s.Begin(ctx, job, tok, del) }
+	}
+	end := func(job, del string, spent bool) func() (Ledger, error) {
+		return func() (Ledger, error) { return s.End(ctx, job, del, spent) }
+	}
+	calls := []call{
+		{name: "first delivery", do: begin("j", 1, "w1/1"), want: Ledger{}},
+		{name: "a retry of the begin counts once", do: begin("j", 1, "w1/1"), want: Ledger{}},
+		{name: "stale token records nothing", do: begin("j", 0, "w9/1"), stale: true},
+		{name: "spent", do: end("j", "w1/1", true), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
+		{name: "the first end counts", do: end("j", "w1/1", false), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
+		{name: "second delivery sees the first", do: begin("j", 2, "w2/1"), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
+		{name: "third sees one that never ended", do: begin("j", 3, "w3/1"), want: Ledger{Seen: 2, Ended: 1, Spent: 1}},
+		{name: "released", do: end("j", "w3/1", false), want: Ledger{Seen: 3, Ended: 2, Spent: 1}},
+		{name: "committed job", do: begin("jC", 2, "w1/2"), want: Ledger{Committed: true}},
+		{name: "dead job", do: begin("jD", 1, "w1/3"), want: Ledger{Terminal: true}},
+	}
+	for _, c := range calls {
+		got, err := c.do()
+		if c.stale {
+			if !errors.Is(err, adapters.ErrStaleToken) {
+				t.Fatalf("%s: err = %v, want ErrStaleToken", c.name, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Fatalf("%s: got %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+	if got := (Ledger{Seen: 3, Ended: 2}).Unended(); got != 1 {
+		t.Errorf("Unended = %d, want 1", got)
 	}
 }

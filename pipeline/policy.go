@@ -65,3 +65,15 @@ func (p *Policy) Backoff(attempt int) time.Duration {
 	}
 	return d
 }
+
+// InfraDeliveries is how many deliveries beyond its attempt budget the broker
+// may count for a job before the worker dead-letters it on that count alone.
+// The budget counts what the job did (see Ledger); the broker's count also
+// holds what the infrastructure did to it (lease replies lost, leases lost in a
+// partition, workers killed), so its cap is larger. It is the backstop for a
+// crash loop that kills the worker before the store hears of the delivery.
+const InfraDeliveries = 10
+
+// DeliveryCap is the most deliveries the broker may count for a job with
+// maxAttempts attempts before the worker dead-letters it without running it.
+func DeliveryCap(maxAttempts int) int { return max(maxAttempts, 0) + InfraDeliveries }

@@ -28,14 +28,20 @@ type JobMeta struct {
 	// unavailable, timeouts) may hold the job up before the pipeline's written
 	// policy for it applies; 0: none.
 	AgeBudget int64 `json:"age_budget,omitempty"`
+	// Created (Unix ns; 0: not said) is the job's creation time, from which its
+	// age is measured.
+	Created int64 `json:"created,omitempty"`
 }
 
 // MetaOf describes job for the history.
 func MetaOf(job adapters.Job) JobMeta {
 	m := JobMeta{Tenant: job.Tenant, Doc: job.DocumentID, Version: job.Version, MaxAttempts: job.MaxAttempts,
-		Group: job.Group, Hash: Hash(job.Payload)}
+		Group: job.Group, Hash: Hash(job.Payload), AgeBudget: int64(AgeBudgetOf(job))}
 	if !job.Deadline.IsZero() {
 		m.Deadline = job.Deadline.UnixNano()
+	}
+	if !job.CreatedAt.IsZero() {
+		m.Created = job.CreatedAt.UnixNano()
 	}
 	if p, err := DecodePayload(job.Payload); err == nil {
 		// A job that fails below a version fails permanently at this one.

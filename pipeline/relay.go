@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,10 +121,14 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 }
 
 // failed handles a failed publish of e. The batch stops there, so that the
-// events behind e wait: acceptance order is kept.
+// events behind e wait: acceptance order is kept. Only the consumer's rejection
+// on a working channel spends e's budget; a failing channel (a refused call, a
+// lost reply, a timeout) never does: a streak of them opens the circuit if the
+// channel fails its probe too, and e stays parked in the outbox until the
+// channel answers again, however long that takes. It is never dead-lettered
+// for the channel's sake.
 func (r *Relay) failed(ctx context.Context, e Event, err error) error {
-	bad := errors.Is(err, ErrRejected) && !r.NaiveBreaker
-	if !bad {
+	if !errors.Is(err, ErrRejected) || r.NaiveBreaker {
 		r.failures++
 		if r.BreakAfter <= 0 || r.failures < r.BreakAfter {
 			return nil
@@ -133,9 +138,9 @@ func (r *Relay) failed(ctx context.Context, e Event, err error) error {
 			r.nextProbe = r.Env.Now().Add(r.ProbeEvery)
 			return nil
 		}
-		// The channel answers the probe: this event is the problem.
+		// The channel answers its probe: the streak was its flakiness, not e's.
 		r.failures = 0
-		bad = true
+		return nil
 	}
 	if r.rejected == nil {
 		r.rejected = map[string]int{}
@@ -188,10 +193,16 @@ func (r *Relay) Run(ctx context.Context) error {
 func isUnavailable(err error) bool { return err != nil && errors.Is(err, adapters.ErrUnavailable) }
 
 // Consumer applies each event id at most once, using the store's dedupe table.
+// Not safe for concurrent use: one relay drives it.
 type Consumer struct {
 	Env      *Env
 	Store    Store
 	Sabotage Sabotage
+	seq      int
+	// unknown holds, per event, the application whose reply was lost: the next
+	// delivery of the event asks under the same name, and the store's answer
+	// says whether that application was the one that took.
+	unknown map[string]string
 }
 
 // Handle applies e; a repeat is dropped and recorded as such.
@@ -201,11 +212,23 @@ func (c *Consumer) Handle(ctx context.Context, e Event) error {
 		c.Env.Record(history.Op{Type: history.Fail, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: "rejected"})
 		return fmt.Errorf("%w: %s", ErrRejected, e.ID)
 	}
-	first, err := c.Store.ApplyEvent(ctx, e.ID)
+	by, again := c.unknown[e.ID]
+	if !again {
+		c.seq++
+		by = c.Env.Process + "/" + strconv.Itoa(c.seq)
+	}
+	first, err := c.Store.ApplyEvent(ctx, e.ID, by)
 	if err != nil {
-		c.Env.Record(history.Op{Type: history.Fail, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: ErrorCode(err)})
+		if ambiguous(err) {
+			if c.unknown == nil {
+				c.unknown = map[string]string{}
+			}
+			c.unknown[e.ID] = by
+		}
+		c.Env.Record(history.Op{Type: RecordType(err), F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: ErrorCode(err)})
 		return err
 	}
+	delete(c.unknown, e.ID)
 	outcome := "dropped"
 	if first || c.Sabotage.ConsumerNoDedupe {
 		outcome = "applied"

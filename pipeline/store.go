@@ -62,10 +62,36 @@ const (
 	// ReasonRejectedEvent: the consumer rejected an outbox event on a healthy
 	// channel more often than the relay's budget.
 	ReasonRejectedEvent = "rejected_event"
+	// ReasonAgeExceeded: infrastructure failures (broker or store unavailable,
+	// unknown outcomes) held the job up past its age budget (see AgeBudgetOf).
+	ReasonAgeExceeded = "age_budget_exceeded"
 )
 
 // ReasonCodes lists every valid dead-letter reason.
-var ReasonCodes = []string{ReasonPermanent, ReasonMaxAttempts, ReasonIdempotencyConflict, ReasonInvalidJob, ReasonRejectedEvent}
+var ReasonCodes = []string{ReasonPermanent, ReasonMaxAttempts, ReasonIdempotencyConflict, ReasonInvalidJob, ReasonRejectedEvent, ReasonAgeExceeded}
+
+// Ledger is what the store knows of a job's deliveries: the attempt budget
+// counts what the job did, not what the infrastructure did to it. A delivery is
+// named by the worker that reached it (process/sequence), so a call retried
+// after an unknown outcome counts once.
+type Ledger struct {
+	// Seen counts the deliveries a worker reached (Begin) before this one.
+	Seen int `json:"seen"`
+	// Ended counts those whose end the worker recorded (End): spent by the job's
+	// own failure, or given back after an infrastructure failure. A seen delivery
+	// that never ended, and never committed, died with its worker: a crash or a
+	// kill, which the pipeline cannot tell from a poison job.
+	Ended int `json:"ended"`
+	// Spent counts deliveries whose extract failed by the job's own fault.
+	Spent     int  `json:"spent"`
+	Committed bool `json:"committed,omitempty"`
+	// Terminal: dead-lettered or cancelled.
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+// Unended is the number of seen deliveries that neither ended nor committed:
+// the deliveries the worker died in.
+func (l Ledger) Unended() int { return max(l.Seen-l.Ended, 0) }
 
 // DeadLetterRecord is what the DLQ keeps of a job: identity and a reason code,
 // never payload or error text.
@@ -133,6 +159,16 @@ type Store interface {
 	// Fence raises the job's highest fencing token to token; ErrStaleToken (from
 	// package adapters) if a higher one was seen. Idempotent.
 	Fence(ctx context.Context, jobID string, token uint64) error
+	// Begin fences token as Fence does and records that a worker reached the
+	// delivery named delivery, in one transaction, and returns the job's ledger
+	// without this delivery. A stale token records nothing. Idempotent per
+	// delivery.
+	Begin(ctx context.Context, jobID string, token uint64, delivery string) (Ledger, error)
+	// End records that delivery ended without a terminal outcome: spent by the
+	// job's own failure, or (spent false) given back after an infrastructure
+	// failure. It returns the ledger with the delivery. Idempotent per delivery:
+	// the first end counts.
+	End(ctx context.Context, jobID, delivery string, spent bool) (Ledger, error)
 	// CommitResultWithEvent writes result and event atomically. Same key and hash:
 	// deduped=true, nothing written. Same key, other hash: *IdempotencyConflictError.
 	// A token below the job's highest: ErrStaleToken. A job already dead-lettered
@@ -158,9 +194,11 @@ type Store interface {
 	DeadLetterEvent(ctx context.Context, id, reason string) error
 	// PurgePublished removes events published before cutoff; it returns how many.
 	PurgePublished(ctx context.Context, cutoff time.Time) (int, error)
-	// ApplyEvent records the consumer's application of an event id and reports
-	// whether this was the first time.
-	ApplyEvent(ctx context.Context, eventID string) (first bool, err error)
+	// ApplyEvent records the consumer's application of an event id, named by,
+	// and reports whether the first application of the event was by: a call
+	// repeated with the same by after an unknown outcome gets the answer the
+	// first call would have had.
+	ApplyEvent(ctx context.Context, eventID, by string) (first bool, err error)
 	// Snapshot reads the whole state.
 	Snapshot(ctx context.Context) (State, error)
 	Close() error

@@ -199,12 +199,7 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 		}
 	}
 	q.quorum = q.args["x-queue-type"] == "quorum"
-	if v, ok := q.args["x-dead-letter-exchange"]; ok {
-		s, _ := v.(string)
-		if s == "" {
-			s = "dlx"
-		}
-		q.dlx = base + "." + s
+	if _, q.dlx = RunNames(runID, opts); q.dlx != "" {
 		q.args["x-dead-letter-exchange"] = q.dlx
 	}
 	q.mu.Lock()

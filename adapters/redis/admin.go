@@ -55,6 +55,16 @@ func Ready(ctx context.Context, addr string) error {
 	return c.Exists(ctx, "durachk:ready").Err()
 }
 
+// ReadyURL is Ready for the server at url (with its password).
+func ReadyURL(ctx context.Context, url string) error {
+	c, err := adminClient(url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Exists(ctx, "durachk:ready").Err()
+}
+
 // runKeyRE matches exactly the keys a run creates (Prefix + stream, delayed,
 // dead or ids); cleanup never deletes anything else.
 var runKeyRE = regexp.MustCompile(`^durachk:([a-z0-9]{1,40}):(stream|delayed|dead|ids)$`)

@@ -86,7 +86,10 @@ func TestPrivateInstanceDurability(t *testing.T) {
 		volatile     bool
 		wantSurvived int
 	}{
-		{"AOF everysec (default profile)", "redis://127.0.0.1:6379/0", false, 3},
+		// No case for the default profile (appendfsync everysec): Redis answers
+		// before it writes the AOF buffer while a background fsync is slow
+		// ("postponed AOF write"), so a kill -9 may lose acknowledged writes. How
+		// many depends on the disk at that moment: no survival count is honest.
 		{"AOF always", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes&private-instance.appendfsync=always", false, 3},
 		{"appendonly no", "redis://127.0.0.1:6379/0?private-instance.appendonly=no&private-instance.save=", false, 0},
 		{"no-persistence negative control", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes", true, 0},
@@ -104,7 +107,11 @@ func TestPrivateInstanceDurability(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			addr := strings.TrimSuffix(strings.TrimPrefix(inst.URL(), "redis://"), "/0")
+			pu, err := url.Parse(inst.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := pu.Host
 			defer func() {
 				if err := inst.Stop(); err != nil {
 					t.Errorf("stop: %v", err)
@@ -114,7 +121,7 @@ func TestPrivateInstanceDurability(t *testing.T) {
 					t.Errorf("private redis-server still accepts connections on %s after Stop", addr)
 				}
 			}()
-			if pspec.URL == spec.URL || !strings.HasPrefix(pspec.URL, "redis://127.0.0.1:") {
+			if pspec.URL == spec.URL || pu.Hostname() != "127.0.0.1" {
 				t.Fatalf("private spec URL %q", pspec.URL)
 			}
 			q, err := targets.OpenQueue(ctx, pspec)
@@ -228,8 +235,8 @@ func TestCleanupDeletesOnlyRunKeys(t *testing.T) {
 		}
 	}
 	k, _ := targets.Lookup("redis")
-	pspec.StoreURL = "" // the shared effect store is not this test's to clean
-	removed, err := k.Cleanup(ctx, pspec)
+	// The kind's part only: the shared effect store is not this test's to clean.
+	removed, err := k.Cleanup(ctx, pspec, targets.Scope{Live: func(string) bool { return false }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
 )
@@ -145,18 +146,22 @@ func run(args []string) error {
 	targetFlags(doctorCmd, &do)
 
 	var co cli.RunOptions
+	var cleanupRuns []string
 	cleanupCmd := &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove what earlier runs left behind on each target (never while another durachk run uses it)",
-		Long: "Remove what earlier runs left behind on each target, through the target kind's cleanup.\n" +
-			"Kinds without one say so. A kind's cleanup may remove every durachk namespace it finds:\n" +
-			"do not run it while another durachk run uses the same broker or effect store.",
+		Short: "Remove what killed runs left behind on each target and on this machine (never anything of a live run)",
+		Long: "Remove what runs killed with SIGKILL left behind: their queues, keys and schemas on each\n" +
+			"target, their effect-store schemas, and on this machine their temporary directories,\n" +
+			"cgroups and orphaned broker processes. A run that is still going holds its run lock\n" +
+			"(in the effect store, and on its directory): nothing of it is touched. One line per\n" +
+			"thing removed.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Cleanup(ctx, co, cmd.OutOrStdout())
+			return cli.Cleanup(ctx, co, cleanupRuns, cmd.OutOrStdout())
 		},
 	}
 	targetFlags(cleanupCmd, &co)
+	cleanupCmd.Flags().StringArrayVar(&cleanupRuns, "run", nil, "clean up only this run id; repeatable")
 
 	var workerConfig string
 	workerCmd := &cobra.Command{
@@ -168,7 +173,17 @@ func run(args []string) error {
 			return runner.Child(ctx, workerConfig)
 		},
 	}
-	workerCmd.Flags().StringVar(&workerConfig, "config", "", "child config file")
+	workerCmd.Flags().StringVar(&workerConfig, "config", "-", "child config: - for stdin (how durachk hands it over), or a file")
+
+	watchdogCmd := &cobra.Command{
+		Use:    "watchdog",
+		Short:  "Kill what a durachk process started once it is gone (started by durachk itself)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return reaper.Watchdog()
+		},
+	}
 
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
@@ -183,7 +198,7 @@ func run(args []string) error {
 	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
 	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd)
+	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

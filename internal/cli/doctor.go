@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
 )
@@ -41,9 +43,12 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 		fmt.Fprintf(tw, "  lease\t%s\n  lease extension\t%s\n  fencing token\t%s\n  fenced ack\t%v\n  delivery count\t%s\n  dead letter\t%s\n  delayed nack\t%s\n  FIFO\t%v\n  durable\t%v\n",
 			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable)
 		if t.parsed.Kind != "" {
-			if err := targets.CanKillBroker(t.parsed); err != nil {
+			switch err := targets.CanKillBroker(t.parsed); {
+			case err != nil:
 				fmt.Fprintf(tw, "  broker kill\tno: %v\n", err)
-			} else {
+			case t.parsed.ControlKills():
+				fmt.Fprintf(tw, "  broker kill\tyes (control commands)\n")
+			default:
 				fmt.Fprintf(tw, "  broker kill\tyes (private instance)\n")
 			}
 		} else {
@@ -84,16 +89,34 @@ func scrub(s string, secrets []string) string {
 	return s
 }
 
-// Cleanup removes what earlier runs left behind on each target, through the
-// target kind's optional Cleanup; a kind without one is named, not an error.
-func Cleanup(ctx context.Context, o RunOptions, w io.Writer) error {
+// Cleanup removes what earlier runs left behind: on each target, the run
+// namespaces and effect-store schemas of runs that are no longer live
+// (targets.Cleanup); on this machine, their temporary directories, cgroups and
+// orphaned processes (reaper.Sweep). A run is live while it holds its run lock
+// in the effect store or the lock of its directory; nothing of a live run is
+// touched. It prints one line per thing removed. runs, if any, narrow it to
+// those run ids.
+func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) error {
 	ss, store, err := specs(&o)
 	if err != nil {
 		return err
 	}
+	var only func(string) bool
+	if len(runs) > 0 {
+		for _, r := range runs {
+			if err := targets.CheckRunID(r); err != nil {
+				return ConfigError(err)
+			}
+		}
+		only = func(id string) bool { return slices.Contains(runs, id) }
+	}
 	var errs []string
+	stores := map[string]bool{targets.DefaultStoreURL(): true}
+	if store != "" {
+		stores = map[string]bool{store: true}
+	}
 	for _, spec := range ss {
-		if spec == "mem" || spec == "" {
+		if spec == "mem" || spec == "" || strings.HasPrefix(spec, "mem?") {
 			fmt.Fprintln(w, "mem: nothing to clean up (the embedded target keeps everything in memory)")
 			continue
 		}
@@ -104,24 +127,46 @@ func Cleanup(ctx context.Context, o RunOptions, w io.Writer) error {
 		if store != "" {
 			s.StoreURL = store
 		}
-		k, ok := targets.Lookup(s.Kind)
-		if !ok || k.Cleanup == nil {
-			fmt.Fprintf(w, "%s: the %s target kind has no cleanup yet; nothing removed\n", s.Name, s.Kind)
-			continue
-		}
-		removed, err := k.Cleanup(ctx, s)
-		for _, r := range removed {
-			fmt.Fprintf(w, "%s: removed %s\n", s.Name, r)
+		stores[s.StoreURL] = true
+		lines, err := targets.Cleanup(ctx, s, only)
+		for _, l := range lines {
+			fmt.Fprintf(w, "%s: %s\n", s.Name, l)
 		}
 		if err != nil {
-			msg := scrub(err.Error(), reports.Secrets(spec))
+			msg := scrub(err.Error(), append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...))
 			fmt.Fprintf(w, "%s: cleanup failed: %s\n", s.Name, msg)
 			errs = append(errs, s.Name+": "+msg)
 			continue
 		}
-		if len(removed) == 0 {
+		if len(lines) == 0 {
 			fmt.Fprintf(w, "%s: nothing left behind\n", s.Name)
 		}
+	}
+	// This machine: a run is live if any store it may have used says so (the
+	// directory lock says it for every local run).
+	var lives []func(string) bool
+	for u := range stores {
+		if live, done, err := targets.LiveRuns(ctx, u); err == nil {
+			defer done()
+			lives = append(lives, live)
+		}
+	}
+	local, err := reaper.Sweep(func(id string) bool {
+		if only != nil && !only(id) {
+			return true
+		}
+		for _, l := range lives {
+			if l(id) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, l := range local {
+		fmt.Fprintf(w, "local: removed %s\n", l)
+	}
+	if err != nil {
+		errs = append(errs, "local: "+err.Error())
 	}
 	if len(errs) > 0 {
 		return ConfigError(fmt.Errorf("cleanup: %s", strings.Join(errs, "; ")))

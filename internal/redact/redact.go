@@ -15,6 +15,9 @@ const Mask = "xxxxx"
 // a credential.
 func Sensitive(name string) bool {
 	n := strings.ToLower(name)
+	if strings.HasPrefix(n, "control.") {
+		return true // broker control commands may carry credentials (targets/control.go)
+	}
 	for _, s := range []string{"password", "passwd", "secret", "token", "credential", "auth", "access_key", "accesskey", "access-key", "session", "private_key", "apikey", "api_key", "api-key"} {
 		if strings.Contains(n, s) {
 			return true

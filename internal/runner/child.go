@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -28,8 +29,9 @@ const (
 	RoleRelay    = "relay"
 )
 
-// ChildConfig is what the controller hands a child process, as a JSON file in the
-// run directory (mode 0600: it holds the target URL).
+// ChildConfig is what the controller hands a child process, as JSON on the
+// child's stdin (a pipe: it holds the target URL with its credentials, which
+// never touch the disk).
 type ChildConfig struct {
 	Role     string              `json:"role"`
 	Process  string              `json:"process"`
@@ -107,10 +109,17 @@ func (h *childHooks) die(p pipeline.CrashPoint, jobID string) {
 	select {} // SIGKILL cannot be caught; never return into the pipeline
 }
 
-// Child runs one child process from its config file until ctx ends (SIGTERM)
-// or, for the producer, until every job is sent.
+// Child runs one child process from its config until ctx ends (SIGTERM) or,
+// for the producer, until every job is sent. configPath "-" reads the config
+// from stdin (how the runner hands it over); else it names a file.
 func Child(ctx context.Context, configPath string) error {
-	b, err := os.ReadFile(configPath)
+	var b []byte
+	var err error
+	if configPath == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(configPath)
+	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -144,7 +153,7 @@ func Child(ctx context.Context, configPath string) error {
 	switch cfg.Role {
 	case RoleWorker:
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
-			Sabotage: cfg.Sabotage, CommitRetries: 3, CallTimeout: 3 * cfg.Lease,
+			Sabotage: cfg.Sabotage, CallTimeout: 3 * cfg.Lease,
 			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
 				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))},
 			CommitAck: targets.CommitAcker(cfg.Spec, q, store)}

@@ -36,9 +36,14 @@ type lazyRun struct {
 }
 
 // powerLossCaps says whether runs of spec can cut the broker's power: a
-// private instance and FUSE; if only FUSE is missing, a note says why.
+// private instance and FUSE; if the broker can be killed but not so, a note
+// says why.
 func powerLossCaps(spec targets.Spec, caps *adapters.Capabilities) {
 	if !caps.BrokerKill {
+		return
+	}
+	if spec.ControlKills() {
+		caps.Notes = append(caps.Notes, contracts.NoPowerLoss+"the broker is under control commands; a power loss needs a private instance on a lazy file system")
 		return
 	}
 	if err := lazyfs.Available(); err != nil {
@@ -61,6 +66,9 @@ func needsPowerLoss(p faults.Plan) bool {
 // dir>/lazyfs, and returns the mount point: the directory to start the private
 // instance in.
 func (r *run) mountLazy() (string, error) {
+	if r.spec.ControlKills() {
+		return "", fmt.Errorf("power loss: the broker is under control commands; it needs a private instance")
+	}
 	mnt := filepath.Join(r.dir, "broker")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		return "", err

@@ -30,6 +30,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/sim"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/pipeline"
@@ -58,8 +59,16 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	t := &Target{Spec: spec, Scale: DefaultScale}
 	probe := spec
 	probe.RunID = newRunID()
+	// The probe is a run too: registered, so that cleanup finds its queues if
+	// durachk is killed right now.
+	release, err := targets.HoldRun(ctx, probe)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
 	if err != nil {
+		_ = targets.TeardownStore(ctx, probe)
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
@@ -91,10 +100,17 @@ func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 var selfServes bool
 
 // ServeChildIfAsked lets a test binary that drives real targets be its own
-// worker: call it first in TestMain. When the binary was started as a child
-// (`<binary> worker --config FILE`) it runs the child and exits; otherwise it
-// returns and the runner may re-execute the binary for its children.
+// worker and watchdog: call it first in TestMain. When the binary was started
+// as a child (`<binary> worker --config -` or `<binary> watchdog`) it runs the
+// child and exits; otherwise it returns and the runner may re-execute the
+// binary for its children.
 func ServeChildIfAsked() {
+	if len(os.Args) == 2 && os.Args[1] == "watchdog" {
+		if err := reaper.Watchdog(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) == 4 && os.Args[1] == "worker" && os.Args[2] == "--config" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		err := Child(ctx, os.Args[3])
@@ -113,7 +129,7 @@ func ServeChildIfAsked() {
 // as a worker (it would run its tests again in every child).
 func workerBinary() (string, error) {
 	if b := os.Getenv("DURACHK_BIN"); b != "" {
-		return b, nil
+		return filepath.Abs(b) // children run in the run directory
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -170,6 +186,9 @@ type run struct {
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
 	proxies  map[string]*faults.Proxy // slot/upstream → proxy
+	cgroup   string                   // the run's cgroup, "" without
+	workers  string                   // the children's cgroup, "" without
+	unlock   func()                   // releases the run directory's lock
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -184,36 +203,27 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	if r.self, err = workerBinary(); err != nil {
 		return ex, err
 	}
-	if r.dir, err = os.MkdirTemp("", "durachk-"+r.spec.RunID+"-"); err != nil {
-		return ex, err
-	}
-	if t.OnRun != nil {
-		t.OnRun(r.spec.RunID, r.dir)
-	}
-	// The run is live for `durachk cleanup` until its teardown is done: the lock
-	// is released by the first defer, which runs last.
+	// The run is live for `durachk cleanup` from before it creates anything
+	// until its teardown is done: the store lock (which also registers the
+	// run) is released by the first defer, which runs last.
 	release, err := targets.HoldRun(ctx, r.spec)
 	if err != nil {
-		os.RemoveAll(r.dir)
 		return ex, err
 	}
 	defer release()
+	if err := r.prepareDir(); err != nil {
+		_ = targets.TeardownStore(context.Background(), r.spec)
+		return ex, err
+	}
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
-		r.stopAll()
-		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		terr := targets.TeardownStore(tctx, r.spec)
-		if r.inst != nil {
-			terr = errors.Join(terr, r.inst.Stop()) // the queue goes with the instance
-		} else {
-			terr = errors.Join(terr, targets.TeardownQueue(tctx, r.spec))
-		}
-		if terr != nil && err == nil {
+		if terr := r.teardown(); terr != nil && err == nil {
 			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
 		}
-		os.RemoveAll(r.dir)
 	}()
+	if t.OnRun != nil {
+		t.OnRun(r.spec.RunID, r.dir)
+	}
 	instDir := r.dir
 	if needsPowerLoss(r.sc.Plan) {
 		if instDir, err = r.mountLazy(); err != nil {
@@ -226,11 +236,15 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		}()
 	}
 	if needsBrokerKill(r.sc.Plan) {
-		if r.inst, r.spec, err = targets.StartPrivate(ctx, r.spec, instDir); err != nil {
+		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
 			return ex, err
 		}
 		r.inst = r.onLazy(r.inst)
-		t.logf("  private %s instance at %s", r.spec.Kind, targets.Redact(r.inst.URL()))
+		if targets.IsPrivate(r.inst) {
+			t.logf("  private %s instance at %s (run %s, %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID, r.dir)
+		} else {
+			t.logf("  %s broker under control commands at %s (run %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID)
+		}
 	}
 	q, err := targets.OpenQueue(ctx, r.spec)
 	if err != nil {
@@ -342,6 +356,59 @@ func (r *run) assignFaults() {
 	}
 }
 
+// prepareDir makes the run directory and locks it (the run is live for
+// cleanup while the lock is held), hands it and the run's cgroup to the
+// watchdog, and creates the cgroups where the machine has them.
+func (r *run) prepareDir() error {
+	dir, err := os.MkdirTemp("", reaper.DirPattern(r.spec.RunID))
+	if err != nil {
+		return err
+	}
+	unlock, err := reaper.LockDir(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	r.dir, r.unlock = dir, unlock
+	if err := reaper.Start(r.self); err != nil {
+		r.t.logf("  no watchdog (%v): children still die with durachk (parent-death signal)", err)
+	}
+	reaper.Watch(reaper.KindDir, dir)
+	if cg, err := reaper.NewCgroup(r.spec.RunID, ""); err == nil {
+		r.cgroup = cg
+		reaper.Watch(reaper.KindCgroup, cg)
+		if w, err := reaper.NewCgroup(r.spec.RunID, "workers"); err == nil {
+			r.workers = w
+		}
+	}
+	return nil
+}
+
+// teardown ends every process of the run and removes everything it created:
+// the queue namespace (with a private broker: the broker and its data), the
+// cgroups, the directory, and last the store schema, which registers the run
+// for cleanup until everything else is gone.
+func (r *run) teardown() error {
+	r.stopAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	if r.inst != nil {
+		errs = append(errs, r.inst.Stop()) // a private broker takes the queue with it
+	} else {
+		errs = append(errs, targets.TeardownQueue(ctx, r.spec))
+	}
+	if r.cgroup != "" {
+		errs = append(errs, reaper.RemoveCgroup(r.cgroup))
+		reaper.Forget(reaper.KindCgroup, r.cgroup)
+	}
+	r.unlock()
+	errs = append(errs, os.RemoveAll(r.dir))
+	reaper.Forget(reaper.KindDir, r.dir)
+	errs = append(errs, targets.TeardownStore(ctx, r.spec))
+	return errors.Join(errs...)
+}
+
 func (r *run) spawn(slot, role string) error {
 	prev := r.slots[slot]
 	inc := 1
@@ -371,20 +438,14 @@ func (r *run) spawn(slot, role string) error {
 	if role == RoleProducer {
 		cfg.Jobs = r.sc.Jobs
 	}
+	cfg.Spec.Control = nil // never needed by a child; may hold secrets
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(r.dir, name+".json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return err
-	}
-	cmd := exec.Command(r.self, "worker", "--config", path)
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	// The child dies with the controller, so that nothing outlives a killed run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd, err := r.startChild(b, &stderr)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	c.cmd = cmd
@@ -399,6 +460,40 @@ func (r *run) spawn(slot, role string) error {
 	r.children = append(r.children, c)
 	r.hists = append(r.hists, c.hist)
 	return nil
+}
+
+// startChild starts `durachk worker --config -` with its config on stdin (a
+// pipe: the target's credentials never touch the disk), in the run directory,
+// in the run's worker cgroup where there is one, with a parent-death signal:
+// the child dies with the controller.
+func (r *run) startChild(config []byte, stderr io.Writer) (*exec.Cmd, error) {
+	build := func() *exec.Cmd {
+		cmd := exec.Command(r.self, "worker", "--config", "-")
+		cmd.Stdin = bytes.NewReader(config)
+		cmd.Stderr = stderr
+		cmd.Dir = r.dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return cmd
+	}
+	if r.workers != "" {
+		if f, err := reaper.OpenCgroup(r.workers); err == nil {
+			cmd := build()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+			err := cmd.Start()
+			f.Close()
+			if err == nil {
+				return cmd, nil
+			}
+		}
+	}
+	cmd := build()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if r.workers != "" {
+		_ = reaper.AddProcess(r.workers, cmd.Process.Pid)
+	}
+	return cmd, nil
 }
 
 // proxied returns the spec a child of slot uses: its broker and store
@@ -702,8 +797,13 @@ func scale(sc contracts.Scenario, k float64) contracts.Scenario {
 		if js.Deadline == 0 && sc.Jobs[i].Deadline > 0 {
 			js.Deadline = 1
 		}
-		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil && p.Slow > 0 {
-			p.Slow = d(p.Slow)
+		if p, err := pipeline.DecodePayload(js.Job.Payload); err == nil {
+			// The age budget is scenario time too: a job that names none gets
+			// the default, scaled.
+			if p.AgeBudget == 0 {
+				p.AgeBudget = pipeline.DefaultAgeBudget
+			}
+			p.Slow, p.AgeBudget = d(p.Slow), d(p.AgeBudget)
 			js.Job.Payload = p.Encode()
 		}
 		out.Jobs[i] = js

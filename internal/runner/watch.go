@@ -11,10 +11,10 @@ import (
 )
 
 // historyTail reads what the run's history files gained since the last read
-// and keeps what the controller decides on: each job's attempt budget and
-// executions (a crash loop on a broker that cannot count deliveries never ends
-// by itself, and its verdict, a violation, is already certain: the run stops
-// early), which processes fenced a job (a zombie is resumed once another worker
+// and keeps what the controller decides on: each job's attempt budget and the
+// executions that spent it (a crash loop on a broker that cannot count
+// deliveries never ends by itself, and its verdict, a violation, is already
+// certain: the run stops early), which processes fenced a job (a zombie is resumed once another worker
 // holds its job), and the job of each process's latest fault (the job a
 // stopped worker held). Not safe for concurrent use.
 type historyTail struct {
@@ -24,8 +24,12 @@ type historyTail struct {
 }
 
 type jobTrace struct {
-	max, enqueues, executions int
-	fencedBy                  map[string]bool
+	max, enqueues int
+	// executions the job itself failed: its extract failed (transient or
+	// permanent) or it crashed its worker (poison). An execution the
+	// infrastructure cut short spends nothing.
+	executions int
+	fencedBy   map[string]bool
 }
 
 func newHistoryTail() *historyTail {
@@ -93,6 +97,9 @@ func (w *historyTail) readFile(path string) {
 		switch {
 		case op.F == history.Fault:
 			w.lastFault[op.Process] = op.Job
+			if op.Value == "crash" && op.Key == string(pipeline.Poison) {
+				w.job(op.Job).executions++
+			}
 		case op.F == history.Fence && op.Type == history.OK:
 			w.job(op.Job).fencedBy[op.Process] = true
 		case op.F == history.Enqueue && op.Type == history.Invoke:
@@ -102,7 +109,7 @@ func (w *historyTail) readFile(path string) {
 			if json.Unmarshal([]byte(op.Value), &m) == nil {
 				b.max = m.MaxAttempts
 			}
-		case op.F == history.Extract && op.Type == history.Invoke:
+		case op.F == history.Extract && op.Type == history.Fail && (op.Err == "transient" || op.Err == "permanent"):
 			w.job(op.Job).executions++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/pipeline"
 )
 
 func TestBudgetWatchStopsACrashLoop(t *testing.T) {
@@ -18,18 +19,27 @@ func TestBudgetWatchStopsACrashLoop(t *testing.T) {
 	defer w.Close()
 	w.Record(history.Op{Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"tenant":"acme","doc":"d","v":1,"max":3,"hash":"h"}`})
 	watch := newHistoryTail()
+	poison := history.Op{Type: history.Info, F: history.Fault, Job: "j", Value: "crash", Key: string(pipeline.Poison)}
+	failed := history.Op{Type: history.Fail, F: history.Extract, Job: "j", Err: "transient"}
 	tests := []struct {
-		name       string
-		executions int
-		want       bool
+		name string
+		ops  []history.Op
+		want bool
 	}{
-		{"within budget", 3, false},
-		{"one over: a crash after the last attempt may explain it", 1, false},
-		{"two over: a loop", 1, true},
+		{"within budget", []history.Op{poison, failed, poison}, false},
+		{"one over: a crash after the last attempt may explain it", []history.Op{poison}, false},
+		// Executions the infrastructure cut short, or that succeeded, spend nothing.
+		{"not the job's", []history.Op{
+			{Type: history.Invoke, F: history.Extract, Job: "j"},
+			{Type: history.OK, F: history.Extract, Job: "j"},
+			{Type: history.Info, F: history.Fault, Job: "j", Value: "crash", Key: string(pipeline.AfterLease)},
+			{Type: history.Fail, F: history.Extract, Job: "j", Err: "closed"},
+		}, false},
+		{"two over: a loop", []history.Op{poison}, true},
 	}
 	for _, tt := range tests {
-		for range tt.executions {
-			w.Record(history.Op{Type: history.Invoke, F: history.Extract, Job: "j"})
+		for _, op := range tt.ops {
+			w.Record(op)
 		}
 		watch.read([]string{path, filepath.Join(dir, "missing.jsonl")})
 		if _, got := watch.over(); got != tt.want {

@@ -2,68 +2,44 @@ package targets
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
+	"github.com/durachk/durachk/internal/redact"
 )
 
-// cleanupPostgres drops every schema named durachk_* in the target's database
-// and in the effect store's: what runs killed with SIGKILL (which cannot tear
-// down) left behind. Schemas of runs that are still going (they hold their run
-// lock, see HoldRun) are left alone.
-func cleanupPostgres(ctx context.Context, s Spec) ([]string, error) {
-	var dropped []string
-	var errs []error
-	seen := map[string]bool{}
-	for _, u := range []string{s.URL, s.StoreURL} {
-		if u == "" || seen[u] {
-			continue
-		}
-		seen[u] = true
-		d, err := dropDurachkSchemas(ctx, u, s.StoreURL, nil)
-		dropped = append(dropped, d...)
-		errs = append(errs, err)
-	}
-	return dropped, errors.Join(errs...)
+// cleanupPostgres drops the queue schemas (durachk_<runid>_q) of dead runs in
+// the target's database. The effect store's schemas are the generic part of
+// Cleanup.
+func cleanupPostgres(ctx context.Context, s Spec, c Scope) ([]string, error) {
+	return dropDeadSchemas(ctx, s.URL, queueSchemaRE, c.Live)
 }
 
-// dropDurachkSchemas drops the dead durachk_* schemas of url's database; only,
-// if set, narrows them further (tests must not touch other tests' schemas).
-func dropDurachkSchemas(ctx context.Context, url, storeURL string, only func(schema string) bool) ([]string, error) {
-	locks, err := pgdb.Open(ctx, storeURL, pgdb.Options{MaxConns: 1})
-	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: %w", Redact(storeURL), err)
-	}
-	defer locks.Close()
+var (
+	queueSchemaRE = regexp.MustCompile(`^durachk_([a-z0-9]{4,24})_q$`)
+	storeSchemaRE = regexp.MustCompile(`^durachk_([a-z0-9]{4,24})$`)
+)
+
+// dropDeadSchemas drops the schemas of url's database that re matches (its
+// first group is the run id) and whose run is not live.
+func dropDeadSchemas(ctx context.Context, url string, re *regexp.Regexp, live func(string) bool) ([]string, error) {
 	db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
 	if err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
 	}
 	defer db.Close()
-	rows, err := db.Pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'durachk\_%' ORDER BY 1`)
+	schemas, err := durachkSchemas(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
 	}
-	var schemas []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		schemas = append(schemas, n)
-	}
-	rows.Close()
 	var dropped []string
 	for _, n := range schemas {
-		if err := pgdb.ValidSchema(n); err != nil || (only != nil && !only(n)) {
-			continue // not a name durachk makes: leave it
-		}
-		runID := strings.TrimSuffix(strings.TrimPrefix(n, "durachk_"), "_q")
-		if live, err := runIsLive(ctx, locks, runID); err != nil || live {
-			continue // a run still going owns it
+		m := re.FindStringSubmatch(n)
+		if m == nil || live(m[1]) {
+			continue
 		}
 		if err := db.DropSchema(ctx, n); err != nil {
 			return dropped, fmt.Errorf("cleanup %s: %w", Redact(url), err)
@@ -73,12 +49,40 @@ func dropDurachkSchemas(ctx context.Context, url, storeURL string, only func(sch
 	return dropped, nil
 }
 
+func durachkSchemas(ctx context.Context, db *pgdb.DB) ([]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'durachk\_%' ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		if pgdb.ValidSchema(n) == nil {
+			out = append(out, n)
+		}
+	}
+	return out, rows.Err()
+}
+
 const runLockSQL = `hashtextextended('durachk.run:' || $1, 0)`
+
+// registryTable is the table, in the run's effect-store schema, that says which
+// target the run used: cleanup needs it to find the namespaces of a run on a
+// broker that cannot list them (RabbitMQ over AMQP), and to leave a run's
+// store schema in place until the target that holds its namespace is cleaned.
+const registryTable = "durachk_run"
 
 // HoldRun marks the run of s as live until release is called: it holds a
 // session advisory lock, keyed by the run id, on a connection of its own to the
 // effect store's database. Cleanup skips the namespaces of a run whose lock is
 // held. If durachk dies, the server drops the connection and with it the lock.
+// Before it returns, the run is registered: its store schema exists with a
+// row naming the target's kind, endpoint and knobs, so that whatever the run
+// creates next can be found by cleanup.
 func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 	db, err := pgdb.Open(ctx, s.StoreURL, pgdb.Options{MaxConns: 1})
 	if err != nil {
@@ -89,10 +93,41 @@ func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 		db.Close()
 		return nil, fmt.Errorf("hold run %s: %w", s.RunID, err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+runLockSQL+`)`, s.RunID); err != nil {
+	fail := func(err error) (func(), error) {
 		conn.Release()
 		db.Close()
 		return nil, fmt.Errorf("hold run %s: %w", s.RunID, err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+runLockSQL+`)`, s.RunID); err != nil {
+		return fail(err)
+	}
+	opts := map[string]string{}
+	for k, v := range s.Options {
+		if !redact.Sensitive(k) {
+			opts[k] = v
+		}
+	}
+	b, _ := json.Marshal(opts)
+	schema := pgdb.Ident(s.StoreSchema())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	for _, q := range []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + schema,
+		`CREATE TABLE IF NOT EXISTS ` + schema + `.` + registryTable + ` (kind text NOT NULL, endpoint text NOT NULL, options jsonb NOT NULL, started timestamptz NOT NULL DEFAULT now())`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			_ = tx.Rollback(ctx)
+			return fail(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.`+registryTable+` (kind, endpoint, options) VALUES ($1, $2, $3)`, s.Kind, Endpoint(s), string(b)); err != nil {
+		_ = tx.Rollback(ctx)
+		return fail(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
 	}
 	return func() {
 		conn.Release()
@@ -125,4 +160,41 @@ func LiveRuns(ctx context.Context, storeURL string) (live func(runID string) boo
 		l, err := runIsLive(ctx, db, runID)
 		return err != nil || l // unknown counts as live: never drop what may be in use
 	}, db.Close, nil
+}
+
+// DeadRun is a run whose store schema outlived it.
+type DeadRun struct {
+	ID string
+	// Registered: the schema names the run's target (HoldRun); the fields
+	// below are set only then.
+	Registered bool
+	Kind       string
+	Endpoint   string
+	Options    map[string]string
+}
+
+// deadRuns lists the runs with a store schema in db that hold no lock.
+func deadRuns(ctx context.Context, db *pgdb.DB, live func(string) bool) ([]DeadRun, error) {
+	schemas, err := durachkSchemas(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadRun
+	for _, n := range schemas {
+		m := storeSchemaRE.FindStringSubmatch(n)
+		if m == nil || live(m[1]) {
+			continue
+		}
+		r := DeadRun{ID: m[1]}
+		var opts string
+		err := db.Pool.QueryRow(ctx, `SELECT kind, endpoint, options::text FROM `+pgdb.Ident(n, registryTable)+` LIMIT 1`).Scan(&r.Kind, &r.Endpoint, &opts)
+		if err == nil {
+			r.Registered = true
+			_ = json.Unmarshal([]byte(opts), &r.Options)
+		} else if !strings.Contains(err.Error(), "does not exist") && !strings.Contains(err.Error(), "no rows") {
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -6,44 +6,151 @@ import (
 	"encoding/hex"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
-	"github.com/durachk/durachk/pipeline/pgstore"
+	"github.com/durachk/durachk/adapters"
 )
 
-func TestCleanupSkipsLiveRuns(t *testing.T) {
-	url := os.Getenv("DURACHK_PG_URL")
-	if url == "" {
+// For every kind: a run's namespace (with a job in it) and its store schema
+// survive cleanup while the run holds its lock; once it lets go, cleanup of its
+// target removes both and says so, one line each; cleanup of another target
+// keeps the store schema (it names where the namespace is); a second cleanup
+// finds nothing left.
+func TestCleanupRemovesDeadRunsOnly(t *testing.T) {
+	pg := os.Getenv("DURACHK_PG_URL")
+	if pg == "" {
 		t.Skip("DURACHK_PG_URL is not set")
 	}
-	ctx := context.Background()
-	spec := Spec{Kind: "postgres", URL: url, StoreURL: url, RunID: "tcleanup" + randSuffix()}
-	st, err := pgstore.Open(ctx, url, spec.StoreSchema(), pgstore.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		kind, env string
+		want      []string // substrings of the lines of the cleanup after the run
+	}{
+		{"postgres", "DURACHK_PG_URL", []string{"postgres schema durachk_%s_q", "postgres schema durachk_%s (effect store)"}},
+		{"redis", "DURACHK_REDIS_URL", []string{"redis key durachk:%s:stream", "postgres schema durachk_%s (effect store)"}},
+		{"amqp", "DURACHK_AMQP_URL", []string{"rabbitmq queue durachk.%s (1 messages)", "rabbitmq queue durachk.%s.dlq", "postgres schema durachk_%s (effect store)"}},
+		{"sqs", "DURACHK_SQS_URL", []string{"sqs queue ", "postgres schema durachk_%s (effect store)"}},
 	}
-	st.Close()
-	t.Cleanup(func() { _ = TeardownStore(ctx, spec) })
-	only := func(n string) bool { return n == spec.StoreSchema() }
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			raw := os.Getenv(tt.env)
+			if raw == "" {
+				t.Skipf("%s is not set", tt.env)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			spec, err := Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.StoreURL = pg
+			spec.RunID = "tclean" + randSuffix()
+			only := func(id string) bool { return id == spec.RunID }
+			release, err := HoldRun(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			released := false
+			defer func() {
+				if !released {
+					release()
+				}
+				_ = Teardown(context.Background(), spec)
+			}()
+			q, err := OpenQueue(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Enqueue(ctx, adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 1, MaxAttempts: 3}); err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			st, err := OpenStore(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
 
-	release, err := HoldRun(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
+			lines, err := Cleanup(ctx, spec, only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != 0 {
+				t.Fatalf("cleanup touched a live run: %v", lines)
+			}
+			release()
+			released = true
+
+			// Another target's cleanup keeps the store schema: it names the
+			// target (an AMQP broker where no run is registered: nothing dialled).
+			other, err := Parse("amqp://guest:guest@127.0.0.1:1/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.StoreURL = pg
+			lines, err = Cleanup(ctx, other, only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "kept effect-store schema durachk_"+spec.RunID) {
+				t.Fatalf("cleanup of another target: %v, want the store schema kept", lines)
+			}
+
+			lines, err = Cleanup(ctx, spec, only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if strings.Contains(w, "%s") {
+					w = strings.ReplaceAll(w, "%s", spec.RunID)
+				}
+				if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "removed ") && strings.Contains(l, w) }) {
+					t.Errorf("cleanup after the run: no line with %q in %v", w, lines)
+				}
+			}
+			lines, err = Cleanup(ctx, spec, only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != 0 {
+				t.Errorf("second cleanup still found %v", lines)
+			}
+		})
 	}
-	dropped, err := dropDurachkSchemas(ctx, url, url, only)
-	if err != nil {
-		t.Fatal(err)
+}
+
+func TestEndpoint(t *testing.T) {
+	tests := []struct{ url, want string }{
+		{"postgres://u:pw@localhost/test?sslmode=disable", "postgres://127.0.0.1:5432/test"},
+		{"redis://:pw@127.0.0.1:6380", "redis://127.0.0.1:6380/0"},
+		{"amqp://guest:guest@127.0.0.1:5672/?queue-arguments.x-queue-type=quorum", "amqp://127.0.0.1:5672/"},
+		{"amqp://guest:guest@127.0.0.1/vh", "amqp://127.0.0.1:5672/vh"},
+		{"sqs://aws?region=eu-west-1", "sqs://aws/?region=eu-west-1"},
+		{"sqs://127.0.0.1:9324?endpoint-kind=fauxqs", "sqs://127.0.0.1:9324/?region=us-east-1"},
 	}
-	if len(dropped) != 0 {
-		t.Fatalf("cleanup dropped %v of a live run", dropped)
+	for _, tt := range tests {
+		s, err := Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Endpoint(s); got != tt.want {
+			t.Errorf("Endpoint(%s) = %s, want %s", tt.url, got, tt.want)
+		}
 	}
-	release()
-	dropped, err = dropDurachkSchemas(ctx, url, url, only)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(dropped, "postgres schema "+spec.StoreSchema()) {
-		t.Fatalf("cleanup after the run ended dropped %v, want %s", dropped, spec.StoreSchema())
+}
+
+func TestSQSRunID(t *testing.T) {
+	for u, want := range map[string]string{
+		"http://127.0.0.1:9324/000000000000/durachk-abcd1234":          "abcd1234",
+		"http://127.0.0.1:9324/000000000000/durachk-abcd1234-dlq.fifo": "abcd1234",
+		"http://127.0.0.1:9324/000000000000/durachk-abcd1234.fifo":     "abcd1234",
+		"http://127.0.0.1:9324/000000000000/orders":                    "",
+		"http://127.0.0.1:9324/000000000000/durachk-UPPER":             "",
+	} {
+		if got := sqsRunID(u); got != want {
+			t.Errorf("sqsRunID(%s) = %q, want %q", u, got, want)
+		}
 	}
 }
 

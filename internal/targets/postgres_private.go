@@ -3,11 +3,13 @@ package targets
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 )
@@ -33,15 +35,16 @@ type privatePostgres struct {
 func (p *privatePostgres) URL() string                       { return p.url }
 func (p *privatePostgres) Restart(ctx context.Context) error { return p.Start(ctx) }
 func (p *privatePostgres) Stop() error {
-	err := p.Kill()
-	os.RemoveAll(p.dir)
-	return err
+	err := p.Close()
+	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
 // startPrivatePostgres runs initdb in dir and starts a server on a free loopback
 // port (fsync on unless private-instance.fsync=off; the target's
 // synchronous_commit as the server's default), as a direct child: not through
-// pg_ctl, whose restart fails on a stale pid file when an orphan is reaped slowly.
+// pg_ctl, whose restart fails on a stale pid file when an orphan is reaped
+// slowly. Every connection needs the run's password (SCRAM); initdb reads it
+// from a file that is removed as soon as initdb is done.
 func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
 	if err := canStartPrivatePostgres(); err != nil {
 		return nil, s, err
@@ -69,23 +72,39 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 			return nil, s, err
 		}
 	}
-	init := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-	if cred != nil {
-		init.SysProcAttr = credAttr(cred)
+	password := Secret(16)
+	pwfile := filepath.Join(dir, "initdb.pw")
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return nil, s, err
 	}
-	if out, err := init.CombinedOutput(); err != nil {
+	if cred != nil {
+		if err := os.Chown(pwfile, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.Remove(pwfile)
+			return nil, s, err
+		}
+	}
+	init := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile, "-E", "UTF8", "--no-sync")
+	init.Dir = dir
+	init.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	out, err := init.CombinedOutput()
+	os.Remove(pwfile)
+	if err != nil {
 		return nil, s, fmt.Errorf("private postgres: initdb: %v: %s", err, out)
 	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, s, err
 	}
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
 	args := privatePostgresArgs(s, data, port)
 	p := &privatePostgres{dir: data, url: url}
 	p.PrivateProcess = PrivateProcess{
-		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres",
-		Command: func() *exec.Cmd { return exec.Command(server, args...) },
+		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres", RunID: s.RunID, Name: "postgres",
+		Command: func() *exec.Cmd {
+			c := exec.Command(server, args...)
+			c.Dir = data
+			return c
+		},
 		Ready: func(ctx context.Context) error {
 			db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
 			if err != nil {
@@ -96,6 +115,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 		},
 	}
 	if err := p.Start(ctx); err != nil {
+		_ = p.Close()
 		os.RemoveAll(data)
 		return nil, s, err
 	}

@@ -1,24 +1,57 @@
 package targets
 
+// Private broker instances: how nothing of them outlives durachk.
+//
+// A private instance is a broker server that durachk starts for a run that
+// kills its broker (durability.ack); helper h7's clusters start several per
+// run, one PrivateProcess per node. Every PrivateProcess is held by four
+// mechanisms (internal/reaper has the details):
+//
+//   - It is the real server binary started as a direct child of durachk, never
+//     through a wrapper script that forks it (postgres, not pg_ctl;
+//     redis-server; RabbitMQ's start script in its exec mode, so that the child
+//     becomes beam.smp), in a process group of its own, with a parent-death
+//     signal: if durachk dies, the kernel SIGKILLs the server, and its helpers
+//     (backends, erl_child_setup, inet_gethost) exit with it. durachk waits on
+//     it, so no zombie is left.
+//   - With RunID set, it runs in a cgroup v2 of its own, durachk-<RunID>/<Name>
+//     (created with CLONE_INTO_CGROUP, so that not even its first fork
+//     escapes), where the machine allows: Kill then ends every process of the
+//     instance through cgroup.kill, also those that left its process group.
+//   - The watchdog (`durachk watchdog`, started by the runner) is told the
+//     process group and cgroup; when durachk dies it kills them and removes the
+//     run directory.
+//   - `durachk cleanup` finds what is left by the run directory (reaper.Sweep)
+//     and never touches a run whose directory lock or store lock is held.
+//
+// Private instances listen on 127.0.0.1 only (every port: AMQP, Erlang
+// distribution, epmd, Postgres, Redis), keep their data in the run directory,
+// and have a password (Redis requirepass, RabbitMQ default user, Postgres
+// SCRAM) and, for RabbitMQ, an Erlang cookie of their own, random per run.
+
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/durachk/durachk/internal/reaper"
 )
 
-// PrivateProcess is a broker server started by the harness as a direct child in
-// a process group of its own, so that Kill takes the server and every process it
-// forked, and Pdeathsig takes it if durachk itself dies. It is waited on, so no
-// orphan is left to be reaped slowly. Not safe for concurrent use.
+// PrivateProcess is a broker server started by the harness as a direct child
+// (see above). Not safe for concurrent use.
 type PrivateProcess struct {
-	// Command builds the server's command line (called for every start).
+	// Command builds the server's command line (called for every start). Its
+	// Dir should be the instance's directory: cleanup finds orphans by it.
 	Command func() *exec.Cmd
 	// Addr is the host:port it listens on.
 	Addr string
@@ -27,10 +60,16 @@ type PrivateProcess struct {
 	User string
 	// Ready, if set, is called after the port accepts connections and must return
 	// nil once the server serves requests.
-	Ready   func(ctx context.Context) error
-	cmd     *exec.Cmd
-	done    chan error
-	started bool
+	Ready func(ctx context.Context) error
+	// RunID and Name place the process in the cgroup durachk-<RunID>/<Name>
+	// (Name defaults to the port). Without RunID: no cgroup.
+	RunID, Name string
+	cmd         *exec.Cmd
+	done        chan error
+	started     bool
+	cgroup      string // "" : none
+	pgid        int
+	paused      bool
 }
 
 // Credential returns the SysProcAttr credential for name when running as root.
@@ -47,24 +86,78 @@ func Credential(name string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+func (p *PrivateProcess) name() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	_, port, _ := net.SplitHostPort(p.Addr)
+	return "port-" + port
+}
+
+// Pid is the server's process id while it runs, else 0.
+func (p *PrivateProcess) Pid() int {
+	if !p.started {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// start starts the server in the process's cgroup when there is one.
+func (p *PrivateProcess) start(cred *syscall.Credential) (*exec.Cmd, error) {
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	}
+	if p.RunID != "" && p.cgroup == "" {
+		if cg, err := reaper.NewCgroup(p.RunID, p.name()); err == nil {
+			p.cgroup = cg
+			reaper.Watch(reaper.KindCgroup, cg)
+		}
+	}
+	if p.cgroup != "" {
+		if f, err := reaper.OpenCgroup(p.cgroup); err == nil {
+			cmd := p.Command()
+			cmd.SysProcAttr = attr()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+			err := cmd.Start()
+			f.Close()
+			if err == nil {
+				return cmd, nil
+			}
+		}
+	}
+	// No cgroup, or no clone3 here: start it, then move it (its first forks
+	// may escape the cgroup; the process group and the watchdog still hold them).
+	cmd := p.Command()
+	cmd.SysProcAttr = attr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if p.cgroup != "" {
+		_ = reaper.AddProcess(p.cgroup, cmd.Process.Pid)
+	}
+	return cmd, nil
+}
+
 // Start starts the server and waits until it accepts connections.
 func (p *PrivateProcess) Start(ctx context.Context) error {
-	cmd := p.Command()
 	cred, err := Credential(p.User)
 	if err != nil {
 		return err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if err := cmd.Start(); err != nil {
+	cmd, err := p.start(cred)
+	if err != nil {
 		return fmt.Errorf("private instance: %w", err)
 	}
-	p.cmd, p.done, p.started = cmd, make(chan error, 1), true
+	p.cmd = cmd
+	p.done, p.started, p.pgid, p.paused = make(chan error, 1), true, cmd.Process.Pid, false
+	reaper.Watch(reaper.KindPgid, strconv.Itoa(p.pgid))
 	go func() { p.done <- cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case err := <-p.done:
 			p.started = false
+			p.forgetGroup()
 			return fmt.Errorf("private instance exited while starting: %v", err)
 		default:
 		}
@@ -87,24 +180,81 @@ func (p *PrivateProcess) Start(ctx context.Context) error {
 	}
 }
 
-// Kill SIGKILLs the server's process group and waits for the server to exit.
+func (p *PrivateProcess) forgetGroup() {
+	// Wait until the group is empty: children of the group that outlive the
+	// leader are gone too, and the kernel has released the port.
+	for i := 0; i < 250 && syscall.Kill(-p.pgid, 0) == nil; i++ {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		time.Sleep(20 * time.Millisecond)
+	}
+	reaper.Forget(reaper.KindPgid, strconv.Itoa(p.pgid))
+}
+
+// Kill SIGKILLs the server's cgroup and process group, as a crash would, and
+// waits until every process of it is gone.
 func (p *PrivateProcess) Kill() error {
 	if !p.started {
 		return nil
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	var errs []error
+	if p.cgroup != "" {
+		errs = append(errs, reaper.KillCgroup(p.cgroup, 10*time.Second))
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		return errors.New("private instance did not exit after SIGKILL")
 	}
-	p.started = false
-	// Children of the group that outlive the leader are gone too once the group
-	// is empty; give the kernel a moment to release the port.
-	for i := 0; i < 50 && syscall.Kill(-p.cmd.Process.Pid, 0) == nil; i++ {
-		time.Sleep(20 * time.Millisecond)
+	p.started, p.paused = false, false
+	p.forgetGroup()
+	// The next start gets a fresh cgroup: Linux 6.x SIGKILLs a process cloned
+	// into a cgroup that cgroup.kill was ever written to (its kill sequence
+	// number is compared with the parent's), and a frozen one would stay frozen.
+	return errors.Join(append(errs, p.removeCgroup())...)
+}
+
+func (p *PrivateProcess) removeCgroup() error {
+	if p.cgroup == "" {
+		return nil
 	}
-	return nil
+	err := reaper.RemoveCgroup(p.cgroup)
+	reaper.Forget(reaper.KindCgroup, p.cgroup)
+	// The run's cgroup goes too once it is empty (used without a runner); with
+	// other nodes or the workers in it, rmdir fails and it stays.
+	_ = syscall.Rmdir(filepath.Dir(p.cgroup))
+	p.cgroup = ""
+	return err
+}
+
+// Close kills the server and removes its cgroup. Idempotent.
+func (p *PrivateProcess) Close() error {
+	return errors.Join(p.Kill(), p.removeCgroup())
+}
+
+// Pause stops every process of the server (cgroup.freeze, else SIGSTOP of its
+// process group): it keeps its connections and answers nothing.
+func (p *PrivateProcess) Pause() error {
+	if !p.started {
+		return errors.New("private instance is not running")
+	}
+	p.paused = true
+	if p.cgroup != "" {
+		return reaper.Freeze(p.cgroup, true)
+	}
+	return syscall.Kill(-p.pgid, syscall.SIGSTOP)
+}
+
+// Resume ends a Pause.
+func (p *PrivateProcess) Resume() error {
+	if !p.started || !p.paused {
+		return nil
+	}
+	p.paused = false
+	if p.cgroup != "" {
+		return reaper.Freeze(p.cgroup, false)
+	}
+	return syscall.Kill(-p.pgid, syscall.SIGCONT)
 }
 
 // FreePort returns a free TCP port on 127.0.0.1.
@@ -115,6 +265,14 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Secret returns a fresh random password of n bytes, hex-encoded: letters and
+// digits only, safe in a URL, a config file and a command line.
+func Secret(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func credAttr(c *syscall.Credential) *syscall.SysProcAttr {

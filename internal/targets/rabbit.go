@@ -65,6 +65,7 @@ func init() {
 		},
 		StartPrivate:    startPrivateRabbit,
 		CanStartPrivate: canStartPrivateRabbit,
+		Cleanup:         cleanupRabbit,
 	})
 }
 

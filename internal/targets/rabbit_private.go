@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -44,11 +45,16 @@ func canStartPrivateRabbit() error {
 }
 
 // privateRabbit is a RabbitMQ node of its own: node name durachk-<runid>@localhost,
-// AMQP, distribution and epmd ports free on loopback, data and logs in the run
-// directory, no plugins. Its epmd is private too (ERL_EPMD_PORT), a direct child
-// kept across broker kills, so that the shared node's epmd on 4369 is never
-// touched. Kill SIGKILLs the node's process group (beam.smp; its port programs
-// exit with it), as a crash would.
+// AMQP, distribution and epmd ports free on 127.0.0.1 (the distribution port
+// bound to loopback with inet_dist_use_interface), data and logs in the run
+// directory, no plugins, a HOME of its own with a random Erlang cookie, and a
+// user of its own with a random password (no guest). Its epmd is private too
+// (ERL_EPMD_PORT), a direct child kept across broker kills, so that the shared
+// node's epmd on 4369 is never touched. The start script runs in its exec mode
+// (RABBITMQ_ALLOW_INPUT, with -noinput passed on), so that the child durachk
+// started becomes beam.smp itself: the parent-death signal and the process
+// group reach the node, not just a shell. Kill SIGKILLs the node's cgroup and
+// process group (beam.smp, erl_child_setup, inet_gethost), as a crash would.
 type privateRabbit struct {
 	PrivateProcess
 	epmd PrivateProcess
@@ -59,14 +65,16 @@ type privateRabbit struct {
 func (p *privateRabbit) URL() string                       { return p.url }
 func (p *privateRabbit) Restart(ctx context.Context) error { return p.Start(ctx) }
 func (p *privateRabbit) Stop() error {
-	err := p.Kill()
-	_ = p.epmd.Kill()
-	os.RemoveAll(p.dir)
-	return err
+	err := p.Close()
+	err = errors.Join(err, p.epmd.Close())
+	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
-// startPrivateRabbit starts a node in dir and returns s pointing at it (user
-// guest, vhost /, the same knobs).
+// rabbitUser is the private node's user; its password is random per node.
+const rabbitUser = "durachk"
+
+// startPrivateRabbit starts a node in dir and returns s pointing at it (its own
+// user, vhost /, the same knobs).
 func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
 	server, err := rabbitServer()
 	if err != nil {
@@ -81,7 +89,8 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		return nil, s, err
 	}
 	base := filepath.Join(dir, "rabbit")
-	for _, d := range []string{base, filepath.Join(base, "mnesia"), filepath.Join(base, "log"), filepath.Join(base, "plugins")} {
+	home := filepath.Join(base, "home")
+	for _, d := range []string{base, home, filepath.Join(base, "mnesia"), filepath.Join(base, "log"), filepath.Join(base, "plugins")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, s, err
 		}
@@ -93,17 +102,25 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		}
 	}
 	amqpPort, distPort, epmdPort := ports[0], ports[1], ports[2]
+	password := Secret(16)
+	conf := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nloopback_users.guest = true\n", amqpPort)
 	files := map[string]string{
-		"rabbitmq.conf":      fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nloopback_users.guest = true\n", amqpPort),
-		"enabled_plugins":    "[].\n",
-		"rabbitmq-env.conf":  "",
-		"advanced.config":    "[].\n",
-		"feature_flags_note": "",
+		// The default user is created on the node's first boot only; the file
+		// is rewritten without the password once the node is up.
+		"rabbitmq.conf":     conf + fmt.Sprintf("default_user = %s\ndefault_pass = %s\n", rabbitUser, password),
+		"enabled_plugins":   "[].\n",
+		"rabbitmq-env.conf": "",
+		"advanced.config":   "[].\n",
+		// Erlang reads the cookie from $HOME; it must be readable by its owner only.
+		"home/.erlang.cookie": strings.ToUpper(Secret(16)),
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(base, name), []byte(body), 0o600); err != nil {
 			return nil, s, err
 		}
+	}
+	if err := os.Chmod(filepath.Join(home, ".erlang.cookie"), 0o400); err != nil {
+		return nil, s, err
 	}
 	if cred != nil {
 		_ = os.Chmod(dir, 0o711)
@@ -116,10 +133,6 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		if err != nil {
 			return nil, s, err
 		}
-	}
-	home := "/var/lib/rabbitmq" // the rabbitmq user's home: its Erlang cookie
-	if cred == nil {
-		home = base
 	}
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -137,45 +150,53 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(base, "advanced.config"),
 		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(base, "rabbitmq-env.conf"),
 		"RABBITMQ_PID_FILE=" + filepath.Join(base, "pid"),
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false",
+		// exec erl instead of forking it from a shell that waits (-noinput is
+		// then ours to pass).
+		"RABBITMQ_ALLOW_INPUT=true",
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
 	}
 	user := ""
 	if cred != nil {
 		user = "rabbitmq"
 	}
-	u := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", amqpPort)
+	u := fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", rabbitUser, password, amqpPort)
 	if orig, err := url.Parse(s.URL); err == nil && orig.RawQuery != "" {
 		u += "?" + orig.RawQuery
 	}
 	p := &privateRabbit{dir: base, url: u}
-	p.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user,
+	p.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user, RunID: s.RunID, Name: "epmd",
 		Command: func() *exec.Cmd {
 			c := exec.Command(epmd, "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1")
 			c.Env = env
+			c.Dir = base
 			return c
 		}}
-	p.PrivateProcess = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(amqpPort), User: user,
+	p.PrivateProcess = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(amqpPort), User: user, RunID: s.RunID, Name: "rabbit",
 		Command: func() *exec.Cmd {
-			c := exec.Command(server)
+			c := exec.Command(server, "-noinput")
 			c.Env = env
 			c.Dir = base
 			return c
 		},
 		Ready: func(ctx context.Context) error { return rabbit.Ready(u) },
 	}
-	if err := p.epmd.Start(ctx); err != nil {
-		os.RemoveAll(base)
+	fail := func(err error) (Instance, Spec, error) {
+		_ = p.Stop()
 		return nil, s, err
 	}
+	if err := p.epmd.Start(ctx); err != nil {
+		return fail(err)
+	}
 	if err := p.Start(ctx); err != nil {
-		_ = p.epmd.Kill()
-		os.RemoveAll(base)
-		return nil, s, fmt.Errorf("private rabbitmq: %w (logs in %s)", err, filepath.Join(base, "log"))
+		return fail(fmt.Errorf("private rabbitmq: %w (logs in %s)", err, filepath.Join(base, "log")))
+	}
+	// The user exists now: restarts need no password in the file.
+	if err := os.WriteFile(filepath.Join(base, "rabbitmq.conf"), []byte(conf), 0o600); err != nil {
+		return fail(err)
 	}
 	s.URL = u
 	if err := settleRabbitQueues(ctx, s); err != nil {
-		_ = p.Stop()
-		return nil, s, err
+		return fail(err)
 	}
 	return p, s, nil
 }

@@ -56,31 +56,6 @@ func init() {
 	})
 }
 
-// cleanupRedis deletes the keys of runs that were killed before their teardown
-// and the effect store's durachk_* schemas, skipping the runs that still hold
-// their run lock (LiveRuns).
-func cleanupRedis(ctx context.Context, s Spec) ([]string, error) {
-	// Runs hold their lock in the effect store; without a store (a private
-	// server in a test) no run can be live.
-	live, done := func(string) bool { return false }, func() {}
-	if s.StoreURL != "" {
-		var err error
-		if live, done, err = LiveRuns(ctx, s.StoreURL); err != nil {
-			return nil, err
-		}
-	}
-	defer done()
-	removed, err := rq.DeleteRunKeys(ctx, s.URL, live)
-	if err != nil {
-		return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
-	}
-	if s.StoreURL == "" {
-		return removed, nil
-	}
-	dropped, err := dropDurachkSchemas(ctx, s.StoreURL, s.StoreURL, nil)
-	return append(removed, dropped...), err
-}
-
 func parseRedis(raw string, u *url.URL) (Spec, error) {
 	if err := UnknownKnobs(u, redisKnobs, "dial_timeout", "read_timeout", "write_timeout", "client_name"); err != nil {
 		return Spec{}, err
@@ -177,7 +152,11 @@ func redisOptions(s Spec) (rq.Options, error) {
 		}
 	}
 	p := privateRedisProfile(s)
-	o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
+	if s.ControlKills() {
+		o.Notes = []string{"durability.ack kills and restarts this server with its control commands (its own persistence settings apply)"}
+	} else {
+		o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
+	}
 	if s.BreakOrder {
 		o.Notes = append(o.Notes, "break-order requested, but this target claims no FIFO: nothing to break")
 	}

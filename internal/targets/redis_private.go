@@ -46,14 +46,16 @@ type privateRedis struct {
 func (p *privateRedis) URL() string                       { return p.url }
 func (p *privateRedis) Restart(ctx context.Context) error { return p.Start(ctx) }
 func (p *privateRedis) Stop() error {
-	err := p.Kill()
+	err := p.Close()
 	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
 // startPrivateRedis starts a redis-server of its own on a free loopback port,
 // with its data (AOF, RDB) in dir and the profile's persistence settings, as a
 // direct child that the harness kills with SIGKILL and restarts on the same
-// data. The run's spec then points at it, with the same knobs.
+// data. It takes a password of its own (requirepass, random per instance; the
+// config file is in the run directory, mode 0600). The run's spec then points
+// at it, with the same knobs.
 func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -69,7 +71,9 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 	}
 	prof := privateRedisProfile(s)
 	conf := filepath.Join(data, "redis.conf")
+	password := Secret(16)
 	lines := []string{
+		"requirepass " + password,
 		"bind 127.0.0.1",
 		"port " + strconv.Itoa(port),
 		"protected-mode yes",
@@ -90,15 +94,19 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 	if err != nil {
 		return nil, s, fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
 	}
-	u.User, u.Host, u.Path = nil, "127.0.0.1:"+strconv.Itoa(port), "/0"
-	addr := u.Host
+	u.User, u.Host, u.Path = url.UserPassword("", password), "127.0.0.1:"+strconv.Itoa(port), "/0"
 	p := &privateRedis{dir: data, url: u.String()}
 	p.PrivateProcess = PrivateProcess{
-		Addr:    addr,
-		Command: func() *exec.Cmd { return exec.Command(server, conf) },
-		Ready:   func(ctx context.Context) error { return rq.Ready(ctx, addr) },
+		Addr: u.Host, RunID: s.RunID, Name: "redis",
+		Command: func() *exec.Cmd {
+			c := exec.Command(server, conf)
+			c.Dir = data
+			return c
+		},
+		Ready: func(ctx context.Context) error { return rq.ReadyURL(ctx, p.url) },
 	}
 	if err := p.Start(ctx); err != nil {
+		_ = p.Close()
 		os.RemoveAll(data)
 		return nil, s, fmt.Errorf("private redis: %w", err)
 	}

@@ -239,28 +239,3 @@ func SQSOptions(s Spec) (sqs.Options, error) {
 	}
 	return opts, nil
 }
-
-// cleanupSQS deletes every durachk- queue at the endpoint (durachk cleanup).
-// Queues carry no owner marker, so it is meant for endpoints no run is using.
-func cleanupSQS(ctx context.Context, s Spec) ([]string, error) {
-	o, err := SQSOptions(s)
-	if err != nil {
-		return nil, err
-	}
-	client, err := sqs.NewClient(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	urls, err := sqs.ListRunQueues(ctx, client, sqs.Prefix)
-	if err != nil {
-		return nil, err
-	}
-	var gone []string
-	for _, u := range urls {
-		if err := sqs.DeleteQueue(ctx, client, u); err != nil {
-			return gone, err
-		}
-		gone = append(gone, u)
-	}
-	return gone, nil
-}

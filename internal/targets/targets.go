@@ -39,6 +39,9 @@ type Spec struct {
 	// Broker-level negative controls.
 	Volatile   bool `json:"volatile,omitempty"`
 	BreakOrder bool `json:"break_order,omitempty"`
+	// Control holds the control.* commands (control.go), keyed "kill",
+	// "<node>.kill", ..., "timeout". Never sent to worker processes.
+	Control map[string]string `json:"-"`
 }
 
 // StoreSchema is the effect store's schema of the run.
@@ -74,9 +77,10 @@ type Kind struct {
 	StartPrivate func(ctx context.Context, s Spec, dir string) (Instance, Spec, error)
 	// CanStartPrivate says why StartPrivate cannot work on this machine, or nil.
 	CanStartPrivate func() error
-	// Cleanup removes every namespace with durachk's prefix that no run owns
-	// any more (durachk cleanup).
-	Cleanup func(ctx context.Context, s Spec) ([]string, error)
+	// Cleanup removes the run namespaces on the target's broker of runs that
+	// are not live (durachk cleanup; see Cleanup in cleanup.go), and says what
+	// it removed, one thing per line.
+	Cleanup func(ctx context.Context, s Spec, c Scope) ([]string, error)
 }
 
 var kinds = map[string]*Kind{}
@@ -118,9 +122,16 @@ func Parse(raw string) (Spec, error) {
 	if !ok {
 		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Redact(raw), u.Scheme, schemes())
 	}
+	control, err := parseControl(u)
+	if err != nil {
+		return Spec{}, err
+	}
 	harness, err := powerLossKnobs(k, u)
 	if err != nil {
 		return Spec{}, err
+	}
+	if control != nil || harness != nil {
+		raw = u.String() // the kind sees its own knobs only
 	}
 	s, err := k.Parse(raw, u)
 	if err != nil {
@@ -132,7 +143,7 @@ func Parse(raw string) (Spec, error) {
 		}
 		s.Options[key] = v
 	}
-	s.Kind = k.Name
+	s.Kind, s.Control = k.Name, control
 	if s.StoreURL == "" {
 		s.StoreURL = DefaultStoreURL()
 	}
@@ -218,12 +229,15 @@ type Dropper interface {
 	Drop(ctx context.Context) error
 }
 
-// CanKillBroker reports whether runs of s can kill and restart a private
-// instance of the broker, and if not, why.
+// CanKillBroker reports whether runs of s can kill and restart its broker —
+// through its control commands, or a private instance — and if not, why.
 func CanKillBroker(s Spec) error {
 	k, err := kindOf(s)
 	if err != nil {
 		return err
+	}
+	if s.ControlKills() {
+		return canControlKill(s)
 	}
 	if k.StartPrivate == nil {
 		return fmt.Errorf("durachk cannot start a private %s instance", k.Name)
@@ -244,6 +258,22 @@ func StartPrivate(ctx context.Context, s Spec, dir string) (Instance, Spec, erro
 		return nil, s, fmt.Errorf("%w: no private %s instance", ErrBadTarget, k.Name)
 	}
 	return k.StartPrivate(ctx, s, dir)
+}
+
+// StartBroker returns the broker instance a run kills and restarts: the
+// target's own broker under its control commands when it has control.kill and
+// control.start, else a private instance started in dir.
+func StartBroker(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
+	if s.ControlKills() {
+		return startControlled(ctx, s)
+	}
+	return StartPrivate(ctx, s, dir)
+}
+
+// IsPrivate reports whether inst is a broker durachk started itself.
+func IsPrivate(inst Instance) bool {
+	_, ok := inst.(*controlled)
+	return !ok
 }
 
 // TeardownQueue removes the run's queue namespace. Safe on a run that was never

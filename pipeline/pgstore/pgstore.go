@@ -61,6 +61,7 @@ type queries struct {
 	insertAudit, pending, markPublished, purge, apply               string
 	snapResults, snapEvents, snapApplied, snapDead, snapCancelled   string
 	snapAudits                                                      string
+	beginDelivery, endDelivery, ledger                              string
 }
 
 const ddl = `
@@ -93,8 +94,9 @@ CREATE TABLE IF NOT EXISTS {s}.events (
 );
 CREATE INDEX IF NOT EXISTS events_pending ON {s}.events (seq) WHERE NOT published AND dead_reason IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.applied (
-	id    text PRIMARY KEY,
-	count integer NOT NULL
+	id       text PRIMARY KEY,
+	count    integer NOT NULL,
+	first_by text NOT NULL -- the application that applied it first
 );
 CREATE TABLE IF NOT EXISTS {s}.dead_letters (
 	job_id      text PRIMARY KEY,
@@ -111,6 +113,13 @@ CREATE TABLE IF NOT EXISTS {s}.cancelled (
 );
 CREATE TABLE IF NOT EXISTS {s}.committed_jobs (
 	job_id text PRIMARY KEY -- every job with a successful commit, new or deduped
+);
+CREATE TABLE IF NOT EXISTS {s}.deliveries (
+	job_id   text NOT NULL,
+	delivery text NOT NULL,                 -- the worker that reached it: process/sequence
+	ended    boolean NOT NULL DEFAULT false, -- given back or spent, without a terminal outcome
+	spent    boolean NOT NULL DEFAULT false, -- by the job's own failure
+	PRIMARY KEY (job_id, delivery)
 );
 CREATE TABLE IF NOT EXISTS {s}.audits (
 	old_job  text PRIMARY KEY,
@@ -156,14 +165,22 @@ func newQueries(schema string) queries {
 		markPublished: s(`UPDATE {s}.events SET published = true, published_at = $2
 			WHERE id = ANY($1) AND NOT published`),
 		purge: s(`DELETE FROM {s}.events WHERE published AND published_at < $1`),
-		apply: s(`INSERT INTO {s}.applied AS a (id, count) VALUES ($1, 1)
-			ON CONFLICT (id) DO UPDATE SET count = a.count + 1 RETURNING count`),
+		apply: s(`INSERT INTO {s}.applied AS a (id, count, first_by) VALUES ($1, 1, $2)
+			ON CONFLICT (id) DO UPDATE SET count = a.count + 1 RETURNING first_by`),
 		snapResults:   s(`SELECT key, job_id, tenant, hash, token, event_id FROM {s}.results ORDER BY seq`),
 		snapEvents:    s(`SELECT id, key, job_id, created_at, published, published_at, body, dead_reason FROM {s}.events ORDER BY seq`),
 		snapApplied:   s(`SELECT id, count FROM {s}.applied`),
 		snapDead:      s(`SELECT job_id, tenant, key, reason, attempt, at, reprocessed FROM {s}.dead_letters ORDER BY seq`),
 		snapCancelled: s(`SELECT job_id FROM {s}.cancelled ORDER BY job_id COLLATE "C"`),
 		snapAudits:    s(`SELECT old_job, new_job, operator, at FROM {s}.audits ORDER BY seq`),
+		beginDelivery: s(`INSERT INTO {s}.deliveries (job_id, delivery) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		// The first end counts: a retry after an unknown outcome changes nothing.
+		endDelivery: s(`INSERT INTO {s}.deliveries AS d (job_id, delivery, ended, spent) VALUES ($1, $2, true, $3)
+			ON CONFLICT (job_id, delivery) DO UPDATE SET ended = true, spent = EXCLUDED.spent WHERE NOT d.ended`),
+		ledger: s(`SELECT count(*), count(*) FILTER (WHERE ended), count(*) FILTER (WHERE spent),
+			EXISTS (SELECT 1 FROM {s}.committed_jobs WHERE job_id = $1),
+			EXISTS (SELECT 1 FROM {s}.dead_letters WHERE job_id = $1) OR EXISTS (SELECT 1 FROM {s}.cancelled WHERE job_id = $1)
+			FROM {s}.deliveries WHERE job_id = $1 AND delivery <> $2`),
 	}
 }
 
@@ -239,6 +256,55 @@ func (s *Store) Fence(ctx context.Context, jobID string, token uint64) error {
 		return stale(jobID, token, highest)
 	}
 	return nil
+}
+
+// Begin fences token and records the delivery in one transaction, and returns
+// the job's ledger without the delivery; a stale token records nothing.
+func (s *Store) Begin(ctx context.Context, jobID string, token uint64, delivery string) (pipeline.Ledger, error) {
+	op := "begin " + jobID
+	var led pipeline.Ledger
+	tx, err := s.db.Pool.Begin(ctx)
+	if err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	defer pgdb.Rollback(ctx, tx)
+	var highest uint64
+	if err := tx.QueryRow(ctx, s.q.fence, jobID, token).Scan(&highest); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	if highest > token && !s.opts.NoFence {
+		return led, stale(jobID, token, highest)
+	}
+	if _, err := tx.Exec(ctx, s.q.beginDelivery, jobID, delivery); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	if err := s.scanLedger(ctx, tx, jobID, delivery, &led); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	return led, s.dbErr(op, tx.Commit(ctx), true)
+}
+
+// End records how delivery ended (the first end counts) and returns the job's
+// ledger with it.
+func (s *Store) End(ctx context.Context, jobID, delivery string, spent bool) (pipeline.Ledger, error) {
+	op := "end " + jobID
+	var led pipeline.Ledger
+	tx, err := s.db.Pool.Begin(ctx)
+	if err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	defer pgdb.Rollback(ctx, tx)
+	if _, err := tx.Exec(ctx, s.q.endDelivery, jobID, delivery, spent); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	if err := s.scanLedger(ctx, tx, jobID, "", &led); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	return led, s.dbErr(op, tx.Commit(ctx), true)
+}
+
+func (s *Store) scanLedger(ctx context.Context, tx pgx.Tx, jobID, except string, led *pipeline.Ledger) error {
+	return tx.QueryRow(ctx, s.q.ledger, jobID, except).Scan(&led.Seen, &led.Ended, &led.Spent, &led.Committed, &led.Terminal)
 }
 
 // CommitResultWithEvent writes the result and its outbox event in one
@@ -492,14 +558,15 @@ func (s *Store) PurgePublished(ctx context.Context, cutoff time.Time) (int, erro
 	return int(n), s.wrap(err)
 }
 
-// ApplyEvent counts the consumer's application of eventID and reports whether it
-// was the first. Not idempotent by nature: an ErrAmbiguous may have counted.
-func (s *Store) ApplyEvent(ctx context.Context, eventID string) (bool, error) {
-	var n int
+// ApplyEvent counts the consumer's application of eventID and reports whether
+// the first application was by by. The count is not idempotent (an ErrAmbiguous
+// may have counted); the answer is, per by.
+func (s *Store) ApplyEvent(ctx context.Context, eventID, by string) (bool, error) {
+	var first string
 	err := s.db.WithConn(ctx, "apply "+eventID, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, s.q.apply, eventID).Scan(&n)
+		return c.QueryRow(ctx, s.q.apply, eventID, by).Scan(&first)
 	})
-	return err == nil && n == 1, s.wrap(err)
+	return err == nil && first == by, s.wrap(err)
 }
 
 // Snapshot reads the whole state from one consistent snapshot: results in commit

@@ -631,13 +631,17 @@ func TestOutbox(t *testing.T) {
 			return fmt.Sprintf("%d %s", n, outcome(err))
 		}, "2 ok"},
 		{"apply first", func() string {
-			first, err := s.ApplyEvent(ctx, "ev:x")
+			first, err := s.ApplyEvent(ctx, "ev:x", "c/1")
 			return fmt.Sprintf("%v %s", first, outcome(err))
 		}, "true ok"},
 		{"apply again", func() string {
-			first, err := s.ApplyEvent(ctx, "ev:x")
+			first, err := s.ApplyEvent(ctx, "ev:x", "c/2")
 			return fmt.Sprintf("%v %s", first, outcome(err))
 		}, "false ok"},
+		{"the first application asks again", func() string {
+			first, err := s.ApplyEvent(ctx, "ev:x", "c/1")
+			return fmt.Sprintf("%v %s", first, outcome(err))
+		}, "true ok"},
 	}
 	for _, st := range steps {
 		if got := st.do(); got != st.want {
@@ -648,8 +652,8 @@ func TestOutbox(t *testing.T) {
 	if got := ids(st.Events); got != "ev:acme:d1:v1,ev:acme:d3:v1,ev:acme:d4:v1" {
 		t.Errorf("events after purge: %s", got)
 	}
-	if st.Applied["ev:x"] != 2 {
-		t.Errorf("applied = %v, want ev:x twice", st.Applied)
+	if st.Applied["ev:x"] != 3 {
+		t.Errorf("applied = %v, want ev:x three times", st.Applied)
 	}
 }
 
@@ -724,8 +728,29 @@ func mirrorScript(ctx context.Context, s pipeline.Store) []string {
 	add("mark ", outcome(s.MarkPublished(ctx, []string{"ev:acme:d1:v1", "ev:zeta:d1:v1"}, at.Add(time.Minute))))
 	n, err := s.PurgePublished(ctx, at.Add(time.Second))
 	add("purge ", n, " ", outcome(err))
-	for _, id := range []string{"ev:a", "ev:b", "ev:a"} {
-		first, err := s.ApplyEvent(ctx, id)
+	ledger := func(what string, led pipeline.Ledger, err error) { add(what, " ", led, " ", outcome(err)) }
+	led, err := s.Begin(ctx, "jL", 2, "w1/1")
+	ledger("begin", led, err)
+	led, err = s.Begin(ctx, "jL", 2, "w1/1") // a retry counts once
+	ledger("begin again", led, err)
+	led, err = s.Begin(ctx, "jL", 1, "w2/1") // stale: records nothing (but with NoFence)
+	ledger("begin stale", led, err)
+	led, err = s.End(ctx, "jL", "w1/1", true)
+	ledger("end spent", led, err)
+	led, err = s.End(ctx, "jL", "w1/1", false) // the first end counts
+	ledger("end again", led, err)
+	led, err = s.Begin(ctx, "jL", 3, "w3/1")
+	ledger("begin", led, err)
+	led, err = s.End(ctx, "jL", "w4/1", false) // an end without a begin
+	ledger("end unbegun", led, err)
+	led, err = s.Begin(ctx, "j1", 9, "w1/9") // committed
+	ledger("begin committed", led, err)
+	led, err = s.Begin(ctx, "j7", 1, "w1/10") // dead-lettered
+	ledger("begin dead", led, err)
+	led, err = s.Begin(ctx, "jB", 1, "w1/11") // cancelled
+	ledger("begin cancelled", led, err)
+	for i, id := range []string{"ev:a", "ev:b", "ev:a", "ev:a"} {
+		first, err := s.ApplyEvent(ctx, id, fmt.Sprint("c/", i%3))
 		add("apply ", first, " ", outcome(err))
 	}
 	return out

@@ -1,0 +1,427 @@
+package pipeline
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/adapters/mem"
+	"github.com/durachk/durachk/history"
+)
+
+// script says how the n-th call of an operation goes: '.' as asked, 'u'
+// refused (unavailable, not applied), 'a' applied and its reply lost, 'A' lost
+// on the way (not applied, outcome unknown to the caller). A trailing '*'
+// repeats the last mode forever; past the end, calls go as asked.
+type script map[string]string
+
+type scripted struct {
+	mu    sync.Mutex
+	s     script
+	calls map[string]int
+}
+
+func newScripted(s script) *scripted { return &scripted{s: s, calls: map[string]int{}} }
+
+func (sc *scripted) mode(op string) byte {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	n := sc.calls[op]
+	sc.calls[op]++
+	m := sc.s[op]
+	if strings.HasSuffix(m, "*") && n >= len(m)-1 {
+		return m[len(m)-2]
+	}
+	if n < len(m) {
+		return m[n]
+	}
+	return '.'
+}
+
+// do applies the scripted outcome around f.
+func (sc *scripted) do(op string, f func() error) error {
+	switch sc.mode(op) {
+	case 'u':
+		return adapters.ErrUnavailable
+	case 'A':
+		return adapters.ErrAmbiguous
+	case 'a':
+		if err := f(); err != nil {
+			return err
+		}
+		return adapters.ErrAmbiguous
+	}
+	return f()
+}
+
+// faultyQueue is the reference broker behind a scripted link; noCount hides
+// its delivery count (a broker that cannot count deliveries).
+type faultyQueue struct {
+	q       *mem.Queue
+	sc      *scripted
+	noCount bool
+}
+
+func (f *faultyQueue) Enqueue(ctx context.Context, j adapters.Job) error {
+	return f.sc.do("enqueue", func() error { return f.q.Enqueue(ctx, j) })
+}
+
+func (f *faultyQueue) Lease(ctx context.Context, l time.Duration) (adapters.Delivery, error) {
+	var d adapters.Delivery
+	err := f.sc.do("lease", func() (err error) { d, err = f.q.Lease(ctx, l); return err })
+	if f.noCount {
+		d.Attempt = 0
+	}
+	return d, err
+}
+
+func (f *faultyQueue) Ack(ctx context.Context, d adapters.Delivery) error {
+	return f.sc.do("ack", func() error { return f.q.Ack(ctx, d) })
+}
+
+func (f *faultyQueue) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
+	return f.sc.do("nack", func() error { return f.q.Nack(ctx, d, delay) })
+}
+
+func (f *faultyQueue) Extend(ctx context.Context, d adapters.Delivery, l time.Duration) error {
+	return f.sc.do("extend", func() error { return f.q.Extend(ctx, d, l) })
+}
+
+func (f *faultyQueue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
+	return f.sc.do("dead_letter", func() error { return f.q.DeadLetter(ctx, d, reason) })
+}
+
+func (f *faultyQueue) Capabilities() adapters.Capabilities { return f.q.Capabilities() }
+func (f *faultyQueue) Close() error                        { return f.q.Close() }
+
+// faultyStore is the in-memory store behind a scripted link.
+type faultyStore struct {
+	*MemStore
+	sc *scripted
+}
+
+func (f *faultyStore) Begin(ctx context.Context, job string, tok uint64, del string) (Ledger, error) {
+	var led Ledger
+	err := f.sc.do("begin", func() (err error) { led, err = f.MemStore.Begin(ctx, job, tok, del); return err })
+	return led, err
+}
+
+func (f *faultyStore) End(ctx context.Context, job, del string, spent bool) (Ledger, error) {
+	var led Ledger
+	err := f.sc.do("end", func() (err error) { led, err = f.MemStore.End(ctx, job, del, spent); return err })
+	return led, err
+}
+
+func (f *faultyStore) CommitResultWithEvent(ctx context.Context, req CommitRequest) (bool, error) {
+	var deduped bool
+	err := f.sc.do("commit", func() (err error) { deduped, err = f.MemStore.CommitResultWithEvent(ctx, req); return err })
+	return deduped, err
+}
+
+func (f *faultyStore) DeadLetter(ctx context.Context, rec DeadLetterRecord) error {
+	return f.sc.do("dead_letter", func() error { return f.MemStore.DeadLetter(ctx, rec) })
+}
+
+func (f *faultyStore) Cancel(ctx context.Context, job string) error {
+	return f.sc.do("cancel", func() error { return f.MemStore.Cancel(ctx, job) })
+}
+
+// exitHooks end the worker's goroutine at the poison crash point, as a real
+// worker dies there.
+type exitHooks struct{}
+
+func (exitHooks) At(ctx context.Context, p CrashPoint, job string) {
+	if p == Poison {
+		runtime.Goexit()
+	}
+}
+
+// rig is one worker on a virtual clock, one step at a time.
+type rig struct {
+	now   time.Time
+	q     *mem.Queue
+	store *MemStore
+	log   *history.Log
+	w     *Worker
+}
+
+const testLease = 10 * time.Second
+
+func newRig(qs, ss script, noCount bool) *rig {
+	r := &rig{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), log: &history.Log{}}
+	r.q = mem.New(mem.Options{Now: func() time.Time { return r.now }})
+	r.store = NewMemStore(MemStoreOptions{})
+	env := &Env{Process: "w1", Rec: r.log, Now: func() time.Time { return r.now },
+		Sleep: func(ctx context.Context, d time.Duration) error { r.now = r.now.Add(d); return ctx.Err() }}
+	r.w = &Worker{Env: env, Queue: &faultyQueue{q: r.q, sc: newScripted(qs), noCount: noCount},
+		Store: &faultyStore{MemStore: r.store, sc: newScripted(ss)}, Hooks: exitHooks{},
+		Lease: testLease, Poll: 200 * time.Millisecond, Policy: &Policy{Base: 500 * time.Millisecond, Max: 5 * time.Second}}
+	return r
+}
+
+func (r *rig) enqueue(t *testing.T, p Payload) adapters.Job {
+	t.Helper()
+	job := adapters.Job{ID: "job-1", Tenant: "acme", DocumentID: p.Doc, Version: 1, Payload: p.Encode(), CreatedAt: r.now, MaxAttempts: 3}
+	if err := r.q.Enqueue(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// run steps the worker (a step that dies at a crash point ends there) until the
+// queue is empty or steps run out; an idle step waits a lease.
+func (r *rig) run(steps int) {
+	for i := 0; i < steps && r.q.Live() > 0; i++ {
+		worked := false
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			worked, _ = r.w.Step(context.Background())
+		}()
+		<-done
+		if !worked {
+			r.now = r.now.Add(testLease)
+		}
+	}
+}
+
+// count counts records of f of type typ, and, if value is not "", that value.
+func (r *rig) count(f history.F, typ history.Type, value string) int {
+	n := 0
+	for _, op := range r.log.Ops() {
+		if op.F == f && op.Type == typ && (value == "" || op.Value == value) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *rig) state(t *testing.T) State {
+	t.Helper()
+	st, err := r.store.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestWorkerInfrastructureDoesNotSpendAttempts(t *testing.T) {
+	tests := []struct {
+		name       string
+		queue      script
+		store      script
+		leases     int // deliveries the worker got
+		acks       int // ack calls
+		commitsNew int
+	}{
+		{name: "store refuses the begin", store: script{"begin": "uuuu"}, leases: 1, acks: 1, commitsNew: 1},
+		{name: "store refuses the commit", store: script{"commit": "uuuuuu"}, leases: 1, acks: 1, commitsNew: 1},
+		{name: "commit replies lost", store: script{"commit": "aaa"}, leases: 1, acks: 1, commitsNew: 0},
+		{name: "commit requests lost", store: script{"commit": "AAA"}, leases: 1, acks: 1, commitsNew: 1},
+		{name: "broker refuses the ack", queue: script{"ack": "uuuuu"}, leases: 1, acks: 6, commitsNew: 1},
+		// Unknown ack outcome: the worker asks (an extension) before it acks again.
+		{name: "ack request lost", queue: script{"ack": "A"}, leases: 1, acks: 2, commitsNew: 1},
+		{name: "ack reply lost", queue: script{"ack": "a"}, leases: 1, acks: 1, commitsNew: 1},
+		// A lost lease reply is a delivery the broker counts and no worker sees.
+		{name: "lease replies lost", queue: script{"lease": "aaaa"}, leases: 1, acks: 1, commitsNew: 1},
+		{name: "everything flaky", queue: script{"lease": "a.a", "ack": "uAu"}, store: script{"begin": "Au", "commit": "uaA"}, leases: 1, acks: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(tt.queue, tt.store, false)
+			r.enqueue(t, Payload{Doc: "d1", FailTransient: 2}) // fails two attempts, succeeds on the third
+			// Make the job's own two failures the only ones that may spend.
+			r.run(60)
+			st := r.state(t)
+			if len(st.Results) != 1 || len(st.DeadLetters) != 0 || r.q.Live() != 0 {
+				t.Fatalf("results %d, dead letters %+v, live %d; want the job committed and acked", len(st.Results), st.DeadLetters, r.q.Live())
+			}
+			if got := r.count(history.Extract, history.Fail, ""); got != 2 {
+				t.Errorf("extract failed %d times, want 2 (its own two failures)", got)
+			}
+			if got := r.count(history.Settle, history.OK, "spent"); got != 2 {
+				t.Errorf("attempts spent %d, want 2", got)
+			}
+			if got := r.count(history.Ack, history.Invoke, ""); got != tt.acks {
+				t.Errorf("ack calls %d, want %d", got, tt.acks)
+			}
+			if got, want := r.count(history.Lease, history.OK, ""), 3*tt.leases; got != want {
+				t.Errorf("deliveries seen %d, want %d (one per attempt)", got, want)
+			}
+			if tt.commitsNew > 0 && r.count(history.Commit, history.OK, "new") != tt.commitsNew {
+				t.Errorf("new commits %d, want %d", r.count(history.Commit, history.OK, "new"), tt.commitsNew)
+			}
+		})
+	}
+}
+
+func TestWorkerAgeBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		store      script
+		wantReason string // "" : parked, not dead-lettered
+	}{
+		// The store refuses every commit: past the budget, the job is
+		// dead-lettered with its own reason.
+		{name: "store refuses commits", store: script{"commit": "u*"}, wantReason: ReasonAgeExceeded},
+		// The commit's outcome stays unknown: a dead letter would take it as a
+		// failure, so the job is parked in the broker instead, never dropped.
+		{name: "commit outcome unknown", store: script{"commit": "A*"}},
+		// Past the budget the dead letter cannot be written either: parked.
+		{name: "store refuses everything", store: script{"commit": "u*", "dead_letter": "u*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(nil, tt.store, false)
+			job := r.enqueue(t, Payload{Doc: "d1", AgeBudget: time.Minute})
+			r.run(3)
+			st := r.state(t)
+			if r.count(history.Settle, history.OK, "spent") != 0 || r.count(history.Nack, history.Invoke, "") != 0 {
+				t.Errorf("an infrastructure failure spent an attempt")
+			}
+			if tt.wantReason == "" {
+				if len(st.DeadLetters) != 0 || r.q.Live() != 1 {
+					t.Fatalf("dead letters %+v, live %d: want the job parked in the broker", st.DeadLetters, r.q.Live())
+				}
+				if r.count(history.Settle, history.OK, "released") == 0 {
+					t.Errorf("the given-back delivery is not recorded as the infrastructure's")
+				}
+				return
+			}
+			if len(st.DeadLetters) != 1 || st.DeadLetters[0].Reason != tt.wantReason {
+				t.Fatalf("dead letters %+v, want one with reason %s", st.DeadLetters, tt.wantReason)
+			}
+			if age := st.DeadLetters[0].At.Sub(job.CreatedAt); age <= time.Minute {
+				t.Errorf("dead-lettered at age %v, within its budget", age)
+			}
+			if r.q.Live() != 0 {
+				t.Errorf("the dead job is still in the broker")
+			}
+		})
+	}
+}
+
+func TestWorkerAttemptBudget(t *testing.T) {
+	tests := []struct {
+		name     string
+		p        Payload
+		queue    script
+		noCount  bool
+		extracts int    // executions
+		reason   string // "": not dead-lettered within the steps
+	}{
+		{name: "stubborn", p: Payload{FailTransient: -1}, extracts: 3, reason: ReasonMaxAttempts},
+		{name: "stubborn, lease replies lost", p: Payload{FailTransient: -1}, queue: script{"lease": "a.aa.a"}, extracts: 3, reason: ReasonMaxAttempts},
+		{name: "stubborn, no delivery count", p: Payload{FailTransient: -1}, noCount: true, extracts: 3, reason: ReasonMaxAttempts},
+		{name: "permanent", p: Payload{FailPermanent: true}, extracts: 1, reason: ReasonPermanent},
+		{name: "poison", p: Payload{Crash: true}, extracts: 3, reason: ReasonMaxAttempts},
+		{name: "poison, lease replies lost", p: Payload{Crash: true}, queue: script{"lease": ".aa.a"}, extracts: 3, reason: ReasonMaxAttempts},
+		// Nothing witnesses the crash loop: unbounded, as retry.bounded reports.
+		{name: "poison, no delivery count", p: Payload{Crash: true}, noCount: true, extracts: 20},
+		// The broker's count alone: the backstop against a loop the store never hears of.
+		{name: "delivery cap", queue: script{"lease": strings.Repeat("a", DeliveryCap(3))}, extracts: 0, reason: ReasonMaxAttempts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(tt.queue, nil, tt.noCount)
+			tt.p.Doc = "d1"
+			r.enqueue(t, tt.p)
+			r.run(20 + DeliveryCap(3))
+			if got := r.count(history.Extract, history.Invoke, ""); got != tt.extracts && !(tt.reason == "" && got >= tt.extracts) {
+				t.Errorf("executed %d times, want %d", got, tt.extracts)
+			}
+			st := r.state(t)
+			if tt.reason == "" {
+				if len(st.DeadLetters) != 0 {
+					t.Errorf("dead letters %+v, want none", st.DeadLetters)
+				}
+				return
+			}
+			if len(st.DeadLetters) != 1 || st.DeadLetters[0].Reason != tt.reason {
+				t.Errorf("dead letters %+v, want one with reason %s", st.DeadLetters, tt.reason)
+			}
+		})
+	}
+}
+
+// The extract's invoke carries the job's attempt number, which counts the
+// job's failures only.
+func TestWorkerAttemptNumbers(t *testing.T) {
+	r := newRig(script{"lease": "a.a", "ack": "u"}, script{"commit": "u"}, false)
+	r.enqueue(t, Payload{Doc: "d1", FailTransient: 1})
+	r.run(20)
+	var got []string
+	for _, op := range r.log.Ops() {
+		if op.F == history.Extract && op.Type == history.Invoke {
+			got = append(got, op.Value)
+		}
+	}
+	if strings.Join(got, ",") != "1,2" {
+		t.Errorf("extract attempts %v, want [1 2]", got)
+	}
+}
+
+func TestLedgerCountsCrashesOnlyWhereTheBrokerCounts(t *testing.T) {
+	led := Ledger{Seen: 3, Ended: 1}
+	tests := []struct {
+		name    string
+		attempt int
+		led     Ledger
+		want    int
+	}{
+		{"two deliveries died", 4, led, 2},
+		{"the broker counted fewer", 2, led, 1},
+		{"no delivery count", 0, led, 0},
+		{"committed", 4, Ledger{Seen: 3, Committed: true}, 0},
+		{"all ended", 4, Ledger{Seen: 3, Ended: 3}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := crashes(adapters.Delivery{Attempt: tt.attempt}, tt.led); got != tt.want {
+				t.Errorf("crashes = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAgeBudgetOf(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload []byte
+		want    time.Duration
+	}{
+		{"named", Payload{AgeBudget: time.Minute}.Encode(), time.Minute},
+		{"default", Payload{}.Encode(), DefaultAgeBudget},
+		{"undecodable", []byte("{"), DefaultAgeBudget},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := AgeBudgetOf(adapters.Job{Payload: tt.payload}); got != tt.want {
+				t.Errorf("AgeBudgetOf = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	born := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if m := MetaOf(adapters.Job{Payload: Payload{AgeBudget: time.Minute}.Encode(), CreatedAt: born}); m.AgeBudget != int64(time.Minute) || m.Created != born.UnixNano() {
+		t.Errorf("MetaOf carries age budget %d and creation %d, want %d and %d", m.AgeBudget, m.Created, time.Minute, born.UnixNano())
+	}
+}
+
+// A job's own failure whose spend the store never confirms is not given back
+// as the infrastructure's past the age budget: the delivery stays unended, and
+// the next one counts it.
+func TestWorkerSpendNeverReleased(t *testing.T) {
+	r := newRig(nil, script{"end": "A*"}, false)
+	r.enqueue(t, Payload{Doc: "d1", FailTransient: -1, AgeBudget: time.Minute})
+	r.run(8)
+	if got := r.count(history.Settle, history.Invoke, "released"); got != 0 {
+		t.Errorf("%d deliveries given back as released after the job's own failure", got)
+	}
+	if got := r.count(history.Extract, history.Invoke, ""); got > 3 {
+		t.Errorf("executed %d times, budget 3", got)
+	}
+}
