@@ -2,6 +2,7 @@ package lazyfs
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,4 +98,32 @@ func TestKilledMount(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Errorf("after the detach: %v", err)
 	}
+}
+
+// TestSurvivor: a process that holds only a working directory on the mount
+// (RabbitMQ's epmd) does not stop a power loss: it keeps the old, detached
+// mount, which refuses every change, and the loss names it.
+func TestSurvivor(t *testing.T) {
+	f := mountForTest(t, Options{})
+	must(t, os.Mkdir(filepath.Join(f.Mountpoint(), "home"), 0o755))
+	must(t, f.Sync())
+	cmd := exec.Command("sleep", "30")
+	cmd.Dir = filepath.Join(f.Mountpoint(), "home")
+	must(t, cmd.Start())
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	must(t, os.WriteFile(filepath.Join(f.Mountpoint(), "lost"), []byte("x"), 0o644))
+	loss, err := f.PowerLoss()
+	must(t, err)
+	if len(loss.Survivors) != 1 || !strings.HasPrefix(loss.Survivors[0], "sleep (pid") {
+		t.Errorf("survivors %v, want the sleep", loss.Survivors)
+	}
+	if _, err := os.Stat(filepath.Join(f.Mountpoint(), "lost")); !os.IsNotExist(err) {
+		t.Errorf("the unsynced file after the loss: %v", err)
+	}
+	// The survivor's working directory is on the old mount: nothing changes there.
+	old := fmt.Sprintf("/proc/%d/cwd/x", cmd.Process.Pid)
+	if err := os.WriteFile(old, []byte("x"), 0o644); err == nil {
+		t.Error("a write through the detached mount was accepted")
+	}
+	must(t, os.WriteFile(filepath.Join(f.Mountpoint(), "home", "new"), []byte("y"), 0o644))
 }

@@ -75,7 +75,8 @@ type Disk struct {
 	nextID  uint64
 	nsDirty bool // a namespace change since the last commit (Options.Journal)
 
-	lastChange atomic.Int64 // unix nanoseconds of the last write, fsync or namespace change
+	lastChange atomic.Int64  // unix nanoseconds of the last write, fsync or namespace change
+	epoch      atomic.Uint64 // mounts detached by power losses (their nodes are stale)
 }
 
 func (d *Disk) touch() { d.lastChange.Store(time.Now().UnixNano()) }
@@ -658,6 +659,9 @@ type Loss struct {
 	Data    []string // files whose content or size went back to their last fsync
 	Created []string // entries no directory fsync made durable: gone (a directory with all it held)
 	Removed []string // removals and renames away no directory fsync made durable: back
+	// Survivors are processes that still held the mount (a daemon's working
+	// directory): they keep the old mount, which refuses every change.
+	Survivors []string
 }
 
 func (l Loss) String() string {
@@ -672,7 +676,11 @@ func (l Loss) String() string {
 		}
 		return s
 	}
-	return list("files' unsynced data", l.Data) + "; " + list("entries never made durable", l.Created) + "; " + list("removals undone", l.Removed)
+	s := list("files' unsynced data", l.Data) + "; " + list("entries never made durable", l.Created) + "; " + list("removals undone", l.Removed)
+	if len(l.Survivors) > 0 {
+		s += "; survived on the old mount: " + strings.Join(l.Survivors, ", ")
+	}
+	return s
 }
 
 // loss compares the view with the durable state. d.mu is held.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,8 +67,9 @@ func (f *FS) mount() error {
 		return err
 	}
 	root := &fs.LoopbackRoot{Path: f.disk.view, Dev: uint64(st.Dev)}
+	epoch := f.disk.epoch.Load()
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &lnode{LoopbackNode: fs.LoopbackNode{RootData: r}, d: f.disk}
+		return &lnode{LoopbackNode: fs.LoopbackNode{RootData: r}, d: f.disk, epoch: epoch}
 	}
 	rootNode := root.NewNode(root, nil, "", &st)
 	root.RootNode = rootNode
@@ -101,10 +104,12 @@ func (f *FS) Sync() error { return f.disk.Sync() }
 func (f *FS) PowerLoss() (Loss, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.unmountLocked(); err != nil {
+	users, err := f.unmountLocked(300 * time.Millisecond)
+	if err != nil {
 		return Loss{}, err
 	}
 	loss, lossErr := f.disk.PowerLoss()
+	loss.Survivors = users
 	if err := f.mount(); err != nil {
 		return loss, errors.Join(lossErr, err)
 	}
@@ -112,35 +117,77 @@ func (f *FS) PowerLoss() (Loss, error) {
 }
 
 // Unmount unmounts the file system; the backing directory stays. Idempotent.
+// A mount that processes still use is detached, and the error names them.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.unmountLocked()
+	users, err := f.unmountLocked(2 * time.Second)
+	if err == nil && len(users) > 0 {
+		err = fmt.Errorf("lazyfs: %s was still in use, detached: %s", f.mountpoint, strings.Join(users, ", "))
+	}
+	return err
 }
 
-func (f *FS) unmountLocked() error {
+// unmountLocked unmounts, trying for patience while the files of killed
+// processes close. A mount still busy then is detached: whoever holds it (a
+// daemon's working directory) keeps the old server, which refuses every
+// change, until it lets go; users names them.
+func (f *FS) unmountLocked(patience time.Duration) (users []string, err error) {
 	if f.server == nil {
-		return nil
+		return nil, nil
 	}
-	var err error
-	for i := 0; i < 20; i++ { // a killed process's files close asynchronously
+	deadline := time.Now().Add(patience)
+	for {
 		if err = f.server.Unmount(); err == nil {
+			f.server.Wait()
+			f.server = nil
+			return nil, nil
+		}
+		if time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	if err != nil {
-		// Detach it so that nothing is left mounted; whoever still holds a
-		// file keeps the server busy until it closes it.
-		if derr := syscall.Unmount(f.mountpoint, syscall.MNT_DETACH); derr != nil {
-			return fmt.Errorf("lazyfs: unmount %s: %v (detach: %v)", f.mountpoint, err, derr)
-		}
-		f.server = nil
-		return fmt.Errorf("lazyfs: unmount %s: %w (detached; files were still open)", f.mountpoint, err)
+	users = usersOf(f.mountpoint)
+	if derr := syscall.Unmount(f.mountpoint, syscall.MNT_DETACH); derr != nil {
+		return users, fmt.Errorf("lazyfs: unmount %s: %v (detach: %v)", f.mountpoint, err, derr)
 	}
-	f.server.Wait()
+	old := f.server
 	f.server = nil
-	return nil
+	f.disk.epoch.Add(1) // the old server's nodes go stale
+	go old.Wait()       // its loops end with its last user
+	return users, nil
+}
+
+// usersOf names the processes whose working directory, root or open files
+// are at or below dir.
+func usersOf(dir string) []string {
+	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	procs, _ := os.ReadDir("/proc")
+	var out []string
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := "/proc/" + p.Name()
+		how := ""
+		if cwd, _ := os.Readlink(base + "/cwd"); under(cwd) {
+			how = "working directory"
+		} else if fds, _ := os.ReadDir(base + "/fd"); len(fds) > 0 {
+			for _, fd := range fds {
+				if t, _ := os.Readlink(base + "/fd/" + fd.Name()); under(t) {
+					how = "open file " + t
+					break
+				}
+			}
+		}
+		if how != "" {
+			comm, _ := os.ReadFile(base + "/comm")
+			out = append(out, fmt.Sprintf("%s (pid %d, %s)", strings.TrimSpace(string(comm)), pid, how))
+		}
+	}
+	return out
 }
 
 var (
@@ -185,8 +232,13 @@ func probe() error {
 // Disk.
 type lnode struct {
 	fs.LoopbackNode
-	d *Disk
+	d     *Disk
+	epoch uint64 // of its mount; a power loss since makes it stale
 }
+
+// stale reports whether n belongs to a mount that a power loss detached: it
+// serves a survivor's working directory and changes nothing.
+func (n *lnode) stale() bool { return n.epoch != n.d.epoch.Load() }
 
 func (n *lnode) path() string             { return filepath.Join(n.RootData.Path, n.Path(n.Root())) }
 func (n *lnode) child(name string) string { return filepath.Join(n.path(), name) }
@@ -220,6 +272,9 @@ func openFlags(flags uint32) (uint32, bool) {
 var _ = (fs.NodeCreater)((*lnode)(nil))
 
 func (n *lnode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.stale() {
+		return nil, nil, 0, syscall.EIO
+	}
 	flags, trunc := openFlags(flags)
 	var (
 		ch   *fs.Inode
@@ -244,6 +299,9 @@ func (n *lnode) Create(ctx context.Context, name string, flags, mode uint32, out
 var _ = (fs.NodeOpener)((*lnode)(nil))
 
 func (n *lnode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.stale() {
+		return nil, 0, syscall.EIO
+	}
 	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return n.LoopbackNode.Open(ctx, flags)
 	}
@@ -285,6 +343,9 @@ func (d *Disk) handle(fh fs.FileHandle, trunc bool) (*handle, syscall.Errno) {
 var _ = (fs.NodeSetattrer)((*lnode)(nil))
 
 func (n *lnode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.stale() {
+		return syscall.EIO
+	}
 	size, ok := in.GetSize()
 	if !ok || n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return n.LoopbackNode.Setattr(ctx, f, in, out)
@@ -312,6 +373,9 @@ func (n *lnode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn
 }
 
 func (n *lnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.stale() {
+		return nil, syscall.EIO
+	}
 	var ch *fs.Inode
 	err := n.d.Create(n.child(name), func() error {
 		var code syscall.Errno
@@ -322,6 +386,9 @@ func (n *lnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.E
 }
 
 func (n *lnode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.stale() {
+		return nil, syscall.EIO
+	}
 	var ch *fs.Inode
 	err := n.d.Create(n.child(name), func() error {
 		var code syscall.Errno
@@ -332,6 +399,9 @@ func (n *lnode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *
 }
 
 func (n *lnode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.stale() {
+		return nil, syscall.EIO
+	}
 	var ch *fs.Inode
 	err := n.d.Create(n.child(name), func() error {
 		var code syscall.Errno
@@ -342,6 +412,9 @@ func (n *lnode) Symlink(ctx context.Context, target, name string, out *fuse.Entr
 }
 
 func (n *lnode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.stale() {
+		return nil, syscall.EIO
+	}
 	var ch *fs.Inode
 	err := n.d.Create(n.child(name), func() error {
 		var code syscall.Errno
@@ -352,14 +425,23 @@ func (n *lnode) Link(ctx context.Context, target fs.InodeEmbedder, name string, 
 }
 
 func (n *lnode) Unlink(ctx context.Context, name string) syscall.Errno {
+	if n.stale() {
+		return syscall.EIO
+	}
 	return errno(n.d.Unlink(n.child(name)))
 }
 
 func (n *lnode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if n.stale() {
+		return syscall.EIO
+	}
 	return errno(n.d.Rmdir(n.child(name)))
 }
 
 func (n *lnode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if n.stale() {
+		return syscall.EIO
+	}
 	np, ok := newParent.(*lnode)
 	if !ok {
 		return syscall.EXDEV
@@ -416,6 +498,9 @@ func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 }
 
 func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if h.n.stale() {
+		return syscall.EIO
+	}
 	err := h.n.d.FsyncDir(h.n.path())
 	if errors.Is(err, syscall.ENOENT) {
 		return 0 // removed meanwhile: nothing reachable to persist
