@@ -127,3 +127,20 @@ func TestSurvivor(t *testing.T) {
 	}
 	must(t, os.WriteFile(filepath.Join(f.Mountpoint(), "home", "new"), []byte("y"), 0o644))
 }
+
+// TestChildrenDoNotHoldTheConnection: a process started after the mount (the
+// broker) must not inherit /dev/fuse, or one waiting on the mount when durachk
+// dies would wait forever.
+func TestChildrenDoNotHoldTheConnection(t *testing.T) {
+	mountForTest(t, Options{})
+	cmd := exec.Command("sleep", "30")
+	must(t, cmd.Start())
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	must(t, err)
+	for _, e := range fds {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, e.Name())); l == "/dev/fuse" {
+			t.Errorf("the child holds /dev/fuse as fd %s", e.Name())
+		}
+	}
+}

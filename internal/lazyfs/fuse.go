@@ -76,6 +76,12 @@ func (f *FS) mount() error {
 	// Only the kernel's own requests change the view while mounted, so its
 	// caches stay right; a power loss remounts, which drops them.
 	sec := time.Second
+	// go-fuse opens /dev/fuse without O_CLOEXEC when it mounts by itself: a
+	// child started later (the broker) would hold the connection open, and
+	// one that waits on the mount when durachk dies would wait forever. No fork
+	// until the descriptor is marked.
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	server, err := fs.Mount(f.mountpoint, rootNode, &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName: FSName, Name: "lazyfs",
@@ -91,8 +97,21 @@ func (f *FS) mount() error {
 	if err != nil {
 		return fmt.Errorf("lazyfs: mount %s: %w", f.mountpoint, err)
 	}
+	closeOnExecFuse()
 	f.server = server
 	return nil
+}
+
+// closeOnExecFuse marks every /dev/fuse descriptor of this process close-on-exec.
+func closeOnExecFuse() {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range fds {
+		if t, _ := os.Readlink("/proc/self/fd/" + e.Name()); t == "/dev/fuse" {
+			if fd, err := strconv.Atoi(e.Name()); err == nil {
+				syscall.CloseOnExec(fd)
+			}
+		}
+	}
 }
 
 // Sync makes everything written so far durable (see Disk.Sync).
