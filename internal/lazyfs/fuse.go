@@ -123,7 +123,7 @@ func (f *FS) Sync() error { return f.disk.Sync() }
 func (f *FS) PowerLoss() (Loss, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	users, err := f.unmountLocked(300 * time.Millisecond)
+	users, err := f.unmountLocked(0) // the broker is dead: its files are closed
 	if err != nil {
 		return Loss{}, err
 	}

@@ -107,9 +107,15 @@ func (r *run) checkpointLazy(ctx context.Context) error {
 	if r.lazy == nil {
 		return nil
 	}
-	r.lazy.fs.Disk().Quiesce(lazyQuiet, lazySettle)
+	began := time.Now()
+	quiet := r.lazy.fs.Disk().Quiesce(lazyQuiet, lazySettle)
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if !quiet {
+		r.t.logf("  the broker kept writing for %s: checkpoint anyway", lazySettle)
+	} else {
+		r.t.logf("  checkpoint after %s (the broker wrote nothing for %s)", time.Since(began).Round(time.Millisecond), lazyQuiet)
 	}
 	return r.lazy.fs.Sync()
 }
