@@ -105,6 +105,9 @@ type Stats struct {
 	// AcksInCommit counts acks that committed with their result (transactional ack).
 	AcksInCommit       int `json:"acks_in_commit,omitempty"`
 	EventsDeadLettered int `json:"events_dead_lettered,omitempty"`
+	// AtRisk counts the jobs the broker had acknowledged and that were not
+	// finished when it was killed or lost power, summed over those faults.
+	AtRisk int `json:"at_risk_at_broker_fault,omitempty"`
 	// Violations counts every violation by property, including those whose
 	// witnesses were omitted (at most five are kept per property).
 	Violations map[string]int `json:"violations,omitempty"`
@@ -269,6 +272,11 @@ func (c *checker) observe(i int32, op *history.Op) {
 	if op.F == history.Fault {
 		if op.Value == "broker_crash" || op.Value == "power_loss" {
 			c.crashAt = i
+			for _, j := range c.jobs {
+				if j.accepted && j.terminalIdx < 0 {
+					c.st.AtRisk++
+				}
+			}
 		}
 		if op.Key == faults.LinkChannel {
 			c.channelFaulted = true
