@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
@@ -185,6 +186,16 @@ func run(args []string) error {
 		},
 	}
 
+	lazyfsCmd := &cobra.Command{
+		Use:                "lazyfs MOUNTPOINT DIR [journal] [ignore-fsync]",
+		Short:              "Serve the lazy file system of a power-loss run (started by durachk itself)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return lazyfs.ServeRemote(args, os.Stdin, cmd.OutOrStdout())
+		},
+	}
+
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
 		Use:   "replay result.json",
@@ -198,7 +209,7 @@ func run(args []string) error {
 	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
 	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd)
+	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

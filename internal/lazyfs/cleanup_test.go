@@ -3,6 +3,7 @@ package lazyfs
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,7 @@ func mounts(t *testing.T) []string {
 
 // TestMain lets the test binary be the durachk that is killed with its mount.
 func TestMain(m *testing.M) {
+	ServeIfAsked()
 	if dir := os.Getenv("LAZYFS_TEST_MOUNT_AND_WAIT"); dir != "" {
 		if _, err := Mount(filepath.Join(dir, "mnt"), filepath.Join(dir, "back"), Options{}); err != nil {
 			os.Exit(2)
@@ -107,14 +109,21 @@ func TestSurvivor(t *testing.T) {
 	f := mountForTest(t, Options{})
 	must(t, os.Mkdir(filepath.Join(f.Mountpoint(), "home"), 0o755))
 	must(t, f.Sync())
-	cmd := exec.Command("sleep", "30")
-	cmd.Dir = filepath.Join(f.Mountpoint(), "home")
+	// cd after the exec: a child of the process serving the mount must not
+	// touch it before it execs (remote.go).
+	cmd := exec.Command("sh", "-c", `cd "$1" && exec sleep 30`, "sh", filepath.Join(f.Mountpoint(), "home"))
 	must(t, cmd.Start())
+	for i := 0; i < 100; i++ { // until the shell is in the mount
+		if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", cmd.Process.Pid)); strings.HasSuffix(cwd, "/home") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	must(t, os.WriteFile(filepath.Join(f.Mountpoint(), "lost"), []byte("x"), 0o644))
 	loss, err := f.PowerLoss()
 	must(t, err)
-	if len(loss.Survivors) != 1 || !strings.HasPrefix(loss.Survivors[0], "sleep (pid") {
+	if len(loss.Survivors) != 1 || !strings.Contains(loss.Survivors[0], fmt.Sprintf("(pid %d, working directory)", cmd.Process.Pid)) {
 		t.Errorf("survivors %v, want the sleep", loss.Survivors)
 	}
 	if _, err := os.Stat(filepath.Join(f.Mountpoint(), "lost")); !os.IsNotExist(err) {
@@ -142,5 +151,53 @@ func TestChildrenDoNotHoldTheConnection(t *testing.T) {
 		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, e.Name())); l == "/dev/fuse" {
 			t.Errorf("the child holds /dev/fuse as fd %s", e.Name())
 		}
+	}
+}
+
+// TestRemote drives a lazy file system served by a child process, as durachk
+// does, and starts a child with its working directory on the mount: served
+// in-process, that fork may hang durachk (remote.go).
+func TestRemote(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	r, err := StartRemote(os.Args[0], mnt, filepath.Join(dir, "back"), Options{Journal: true})
+	must(t, err)
+	defer func() {
+		if err := r.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		if ms := mounts(t); slices.Contains(ms, mnt) {
+			t.Errorf("still mounted after Unmount")
+		}
+	}()
+	must(t, os.WriteFile(filepath.Join(mnt, "kept"), []byte("a"), 0o644))
+	must(t, r.Sync())
+	if quiet, err := r.Quiesce(50*time.Millisecond, time.Second); err != nil || !quiet {
+		t.Errorf("Quiesce: %v %v", quiet, err)
+	}
+	for i := 0; i < 20; i++ {
+		cmd := exec.Command("true")
+		cmd.Dir = mnt
+		done := make(chan error, 1)
+		go func() { done <- cmd.Run() }()
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a child started in the mount hung")
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(mnt, "lost"), []byte("b"), 0o644))
+	loss, err := r.PowerLoss()
+	must(t, err)
+	if !slices.Equal(loss.Created, []string{"lost"}) {
+		t.Errorf("loss %+v, want lost dropped", loss)
+	}
+	if got := tree(t, mnt); !maps.Equal(got, map[string]string{"kept": "file:a"}) {
+		t.Errorf("after the power loss: %v", brief(got))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -12,6 +13,7 @@ import (
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/lazyfs"
+	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -29,9 +31,9 @@ const (
 	lazySettle = 2 * time.Second
 )
 
-// lazyRun is the lazy file system of one run.
+// lazyRun is the lazy file system of one run, served by `durachk lazyfs`.
 type lazyRun struct {
-	fs  *lazyfs.FS
+	fs  *lazyfs.Remote
 	err error // of the last power loss; the restart reports it
 }
 
@@ -79,10 +81,11 @@ func (r *run) mountLazy() (string, error) {
 	}
 	opts := lazyfs.Options{IgnoreFsync: r.rc.Sabotage != nil && r.rc.Sabotage.FsyncIgnored,
 		Journal: r.spec.Options[targets.PowerLossMetadata] == "journal"}
-	fs, err := lazyfs.Mount(mnt, filepath.Join(r.dir, "lazyfs"), opts)
+	fs, err := lazyfs.StartRemote(r.self, mnt, filepath.Join(r.dir, "lazyfs"), opts)
 	if err != nil {
 		return "", fmt.Errorf("power loss: %w", err)
 	}
+	reaper.Watch(reaper.KindPgid, strconv.Itoa(fs.Pid()))
 	r.lazy = &lazyRun{fs: fs}
 	r.t.logf("  lazy file system at %s", mnt)
 	return mnt, nil
@@ -97,7 +100,9 @@ func (r *run) unmountLazy() error {
 	if r.inst != nil {
 		_ = r.inst.Kill()
 	}
-	return r.lazy.fs.Unmount()
+	err := r.lazy.fs.Unmount()
+	reaper.Forget(reaper.KindPgid, strconv.Itoa(r.lazy.fs.Pid()))
+	return err
 }
 
 // checkpointLazy makes everything the broker wrote so far durable: the broker
@@ -108,7 +113,10 @@ func (r *run) checkpointLazy(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	quiet := r.lazy.fs.Disk().Quiesce(lazyQuiet, lazySettle)
+	quiet, err := r.lazy.fs.Quiesce(lazyQuiet, lazySettle)
+	if err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

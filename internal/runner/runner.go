@@ -30,6 +30,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/sim"
 	"github.com/durachk/durachk/internal/targets"
@@ -100,11 +101,12 @@ func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 var selfServes bool
 
 // ServeChildIfAsked lets a test binary that drives real targets be its own
-// worker and watchdog: call it first in TestMain. When the binary was started
-// as a child (`<binary> worker --config -` or `<binary> watchdog`) it runs the
-// child and exits; otherwise it returns and the runner may re-execute the
+// worker, watchdog and lazy file system: call it first in TestMain. When the
+// binary was started as a child (`<binary> worker --config -`, `<binary>
+// watchdog` or `<binary> lazyfs ...`) it runs the child and exits; otherwise it returns and the runner may re-execute the
 // binary for its children.
 func ServeChildIfAsked() {
+	lazyfs.ServeIfAsked()
 	if len(os.Args) == 2 && os.Args[1] == "watchdog" {
 		if err := reaper.Watchdog(); err != nil {
 			os.Exit(1)
