@@ -51,4 +51,11 @@
 // point), grave/ (the inodes of files and directories removed from the view
 // whose removal is not durable yet, by node id) and stage/ (used during a
 // power loss). The view must not be changed except through the mount.
+//
+// # Processes
+//
+// Mount serves the file system from the calling process; durachk runs it in a
+// process of its own instead (StartRemote, `durachk lazyfs`), because a Go
+// process that serves a FUSE mount can hang when it forks a child that
+// touches the mount before exec (remote.go).
 package lazyfs
