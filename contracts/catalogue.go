@@ -364,9 +364,11 @@ var Catalogue = []*Contract{
 		Labels:     []string{"fault:power-loss"},
 		Needs:      needsPowerLoss,
 		Scenario: func(seed uint64, n int) Scenario {
-			// Every job is sent by 1.2 s and takes 2 s: most are still queued when
-			// the power fails, with room for a slow start of the producer.
-			sc := base("power cut mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+			// The producer keeps sending (a job every 300 ms) while the power fails
+			// at 6 s: the last acknowledgements are fresh, within any fsync
+			// policy's window, and jobs taking 2 s keep most of them queued.
+			sc := base("power cut while the producer sends", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 300 * time.Millisecond
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = 2 * time.Second })
 			}), faults.Fault{Kind: faults.PowerLoss, At: 6 * time.Second, For: 2 * time.Second})
 			sc.Workers = 2
