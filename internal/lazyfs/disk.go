@@ -281,7 +281,7 @@ func (d *Disk) recount() {
 	}
 }
 
-// NodeOf returns the node of an open file of the view (registering an
+// nodeOfFd returns the node of an open file of the view (registering an
 // unknown inode).
 func (d *Disk) nodeOfFd(fd int) (*node, error) {
 	var st syscall.Stat_t
@@ -290,13 +290,7 @@ func (d *Disk) nodeOfFd(fd int) (*node, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n := d.byIno[st.Ino]; n != nil && n.kind == kindOf(st.Mode) {
-		return n, nil
-	}
-	d.nextID++
-	n := &node{id: d.nextID, kind: kindOf(st.Mode), ino: st.Ino, mode: st.Mode, uid: st.Uid, gid: st.Gid}
-	d.byIno[st.Ino], d.byID[n.id] = n, n
-	return n, nil
+	return d.nodeFor(fmt.Sprintf("/proc/self/fd/%d", fd), &st), nil
 }
 
 // Create runs do, which creates path in the view (a file, directory, symlink,
@@ -553,7 +547,7 @@ func (n *node) save(fd int, from, to int64) error {
 	return nil
 }
 
-// Write writes p at off in the file open as fd (readable), saving what it
+// write writes p at off in the file open as fd (readable), saving what it
 // overwrites of the durable content first.
 func (d *Disk) write(n *node, fd int, p []byte, off int64) (int, error) {
 	d.touch()
