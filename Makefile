@@ -16,7 +16,7 @@ selftest: build
 	./$(BIN) selftest
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./contracts/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./checker/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

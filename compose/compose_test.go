@@ -1,19 +1,23 @@
 // Package compose holds the docker-compose setup for users (no Go code); its test
-// checks, without a Docker engine, what README.md promises about it.
+// checks, without a Docker engine, what README.md promises about it, and that
+// docker-compose.yml, durachk.yaml, ../examples/baseline.json and
+// ../examples/github-actions.yml stay consistent with each other.
 package compose
 
 import (
-	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/config"
 	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/reports"
 )
 
 type composeFile struct {
@@ -21,11 +25,14 @@ type composeFile struct {
 }
 
 type service struct {
-	Image       string            `yaml:"image"`
-	Command     []string          `yaml:"command"`
-	Environment map[string]string `yaml:"environment"`
-	Ports       []string          `yaml:"ports"`
-	Healthcheck *struct {
+	Image         string            `yaml:"image"`
+	ContainerName string            `yaml:"container_name"`
+	Hostname      string            `yaml:"hostname"`
+	Restart       string            `yaml:"restart"`
+	Command       []string          `yaml:"command"`
+	Environment   map[string]string `yaml:"environment"`
+	Ports         []string          `yaml:"ports"`
+	Healthcheck   *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
 }
@@ -58,11 +65,55 @@ func published(t *testing.T, name string, s service) []string {
 	return out
 }
 
+// byPort maps each published host port to its service.
+func byPort(t *testing.T, c composeFile) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for name, s := range c.Services {
+		for _, p := range published(t, name, s) {
+			if other, dup := m[p]; dup {
+				t.Errorf("port %s is published by %s and %s", p, other, name)
+			}
+			m[p] = name
+		}
+	}
+	return m
+}
+
+// Patch-level tags: x.y.z (optionally -variant); Postgres numbers its patch
+// releases x.y since version 10.
+var (
+	patchTag         = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.-]+)?$`)
+	postgresPatchTag = regexp.MustCompile(`^[0-9]{2,}\.[0-9]+(-[a-z0-9.-]+)?$`)
+)
+
+func pinned(image string) bool {
+	repo, tag, ok := strings.Cut(image, ":")
+	if !ok || repo == "" || strings.Contains(tag, "latest") {
+		return false
+	}
+	if repo == "postgres" {
+		return postgresPatchTag.MatchString(tag)
+	}
+	return patchTag.MatchString(tag)
+}
+
+func TestPinnedTags(t *testing.T) {
+	for image, want := range map[string]bool{
+		"redis:7.4.3": true, "rabbitmq:4.1.8-management": true, "postgres:17.6": true, "localstack/localstack:4.14.0": true,
+		"redis:7.4": false, "rabbitmq:4.1-management": false, "postgres:17": false, "redis": false, "redis:latest": false, "postgres:latest": false,
+	} {
+		if pinned(image) != want {
+			t.Errorf("pinned(%q) = %v, want %v", image, !want, want)
+		}
+	}
+}
+
 func TestServices(t *testing.T) {
 	c := load(t)
 	tests := []struct {
 		service string
-		image   string // exact image, or a prefix ending in ":" plus a tag check
+		image   string // exact image, or a prefix
 		port    string
 		health  string   // a word the health check must contain
 		command []string // arguments the command must contain
@@ -71,8 +122,10 @@ func TestServices(t *testing.T) {
 		{service: "localstack", image: "localstack/localstack:4.14.0", port: "4566", health: "/_localstack/health", env: map[string]string{"SERVICES": "sqs"}},
 		{service: "elasticmq", image: "softwaremill/elasticmq-native:", port: "9324", health: "9324"},
 		{service: "rabbitmq", image: "rabbitmq:4.", port: "5672", health: "ping"},
-		{service: "redis", image: "redis:", port: "6379", health: "ping", command: []string{"--appendonly", "yes"}},
-		{service: "postgres", image: "postgres:", port: "5432", health: "pg_isready", command: []string{"fsync=on"}},
+		{service: "redis", image: "redis:", port: "6379", health: "ping", command: []string{"--appendonly yes", "--appendfsync always"}},
+		{service: "postgres", image: "postgres:", port: "5432", health: "pg_isready", command: []string{"fsync=on", "synchronous_commit=on"}},
+		{service: "store", image: "postgres:", port: "5433", health: "pg_isready", command: []string{"fsync=on"}},
+		{service: "nats", image: "nats:", port: "4222", health: "js-enabled-only", command: []string{"-js"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.service, func(t *testing.T) {
@@ -80,12 +133,8 @@ func TestServices(t *testing.T) {
 			if !ok {
 				t.Fatalf("no service %s", tc.service)
 			}
-			repo, tag, hasTag := strings.Cut(s.Image, ":")
-			switch {
-			case !strings.HasPrefix(s.Image, tc.image):
+			if !strings.HasPrefix(s.Image, tc.image) {
 				t.Errorf("image %q, want %q", s.Image, tc.image)
-			case !hasTag || tag == "" || tag == "latest" || repo == "":
-				t.Errorf("image %q is not pinned to a tag", s.Image)
 			}
 			if !slices.Contains(published(t, tc.service, s), tc.port) {
 				t.Errorf("port %s is not published: %v", tc.port, s.Ports)
@@ -109,96 +158,281 @@ func TestServices(t *testing.T) {
 			}
 		})
 	}
+	names := map[string]string{}
 	for name, s := range c.Services {
 		if s.Healthcheck == nil {
 			t.Errorf("service %s has no health check", name)
 		}
+		if !pinned(s.Image) {
+			t.Errorf("service %s: image %q is not pinned to a patch version", name, s.Image)
+		}
+		// Control commands name containers: each has a fixed, unique name.
+		if s.ContainerName == "" {
+			t.Errorf("service %s has no container_name", name)
+		} else if other, dup := names[s.ContainerName]; dup {
+			t.Errorf("services %s and %s share the container name %s", other, name, s.ContainerName)
+		}
+		names[s.ContainerName] = name
+		// A broker the run killed must stay down until durachk starts it.
+		if s.Restart != "no" {
+			t.Errorf("service %s: restart %q, want \"no\"", name, s.Restart)
+		}
+	}
+	// RabbitMQ keeps its data under a directory named after the node, which
+	// is named after the host: a restarted container needs the same hostname.
+	if s := c.Services["rabbitmq"]; s.Hostname == "" {
+		t.Errorf("rabbitmq has no fixed hostname: a restarted container would not find its queues")
 	}
 }
 
-// flatten turns nested knob maps into dotted query parameters, as durachk.yaml's
-// loader does.
-func flatten(prefix string, v any, q url.Values) error {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, vv := range x {
-			if err := flatten(prefix+k+".", vv, q); err != nil {
-				return err
+// controlKnobs are the flat knobs of a target's broker control (see
+// internal/targets: control.kill, control.start, control.pause, control.resume).
+var controlKnobs = []string{"control.kill", "control.start", "control.pause", "control.resume"}
+
+// wantControl is the docker command each control knob runs on a container.
+var wantControl = map[string]*regexp.Regexp{
+	"control.kill":   regexp.MustCompile(`^docker kill -s KILL ([a-z0-9-]+)$`),
+	"control.start":  regexp.MustCompile(`^docker start ([a-z0-9-]+)$`),
+	"control.pause":  regexp.MustCompile(`^docker pause ([a-z0-9-]+)$`),
+	"control.resume": regexp.MustCompile(`^docker unpause ([a-z0-9-]+)$`),
+}
+
+type yamlTarget struct {
+	config.Target
+	u       *url.URL
+	service string            // the compose service publishing its port
+	control map[string]string // control knob → command
+}
+
+func loadTargets(t *testing.T, c composeFile) (*config.Config, []yamlTarget) {
+	t.Helper()
+	cfg, err := config.Load("durachk.yaml")
+	if err != nil {
+		t.Fatalf("durachk.yaml: %v", err)
+	}
+	ports := byPort(t, c)
+	var out []yamlTarget
+	for _, tg := range cfg.Targets {
+		u, err := url.Parse(tg.URL)
+		if err != nil {
+			t.Fatalf("target %s: %v", tg.Name, err)
+		}
+		yt := yamlTarget{Target: tg, u: u, service: ports[u.Port()], control: map[string]string{}}
+		for _, k := range controlKnobs {
+			if v, ok := tg.Knobs[k]; ok {
+				yt.control[k] = v
 			}
 		}
-	case []any:
-		return fmt.Errorf("%s: a list is not a knob", strings.TrimSuffix(prefix, "."))
-	default:
-		q.Set(strings.TrimSuffix(prefix, "."), fmt.Sprint(x))
+		out = append(out, yt)
 	}
-	return nil
+	return cfg, out
+}
+
+// parse parses a target's URL (control commands included) as durachk does.
+func parse(t *testing.T, yt yamlTarget) targets.Spec {
+	t.Helper()
+	s, err := targets.Parse(yt.URL)
+	if err != nil {
+		t.Fatalf("target %s: %v", yt.Name, err)
+	}
+	return s
 }
 
 func TestDurachkYAML(t *testing.T) {
-	b, err := os.ReadFile("durachk.yaml")
+	c := load(t)
+	cfg, ts := loadTargets(t, c)
+	if len(ts) != 5 {
+		t.Errorf("%d targets, want 5 (one per broker kind)", len(ts))
+	}
+	kinds := map[string]bool{}
+	for _, yt := range ts {
+		if yt.Name == "" {
+			t.Errorf("target %s has no name (the baseline names it)", yt.URL)
+		}
+		if yt.service == "" {
+			t.Errorf("target %s points at port %q, which no service of docker-compose.yml publishes", yt.Name, yt.u.Port())
+		}
+		kinds[parse(t, yt).Kind] = true
+	}
+	if len(kinds) != 5 {
+		t.Errorf("broker kinds %v, want five different ones", kinds)
+	}
+	// The effect store is its own server: no control command may take it down.
+	su, err := url.Parse(cfg.Store)
+	if err != nil || su.Scheme != "postgres" {
+		t.Fatalf("store %q is not a postgres URL", cfg.Store)
+	}
+	store := byPort(t, c)[su.Port()]
+	if store == "" || !strings.HasPrefix(c.Services[store].Image, "postgres:") {
+		t.Fatalf("store %q is not a Postgres service of docker-compose.yml", cfg.Store)
+	}
+	for _, yt := range ts {
+		if yt.service == store {
+			t.Errorf("target %s is the store's server %s: killing it would kill the store", yt.Name, store)
+		}
+	}
+}
+
+// TestControlCommands: every control command is the docker command for its
+// knob, on the container of the service that serves that target, never on
+// the store; a target has all four or none.
+func TestControlCommands(t *testing.T) {
+	c := load(t)
+	cfg, ts := loadTargets(t, c)
+	su, _ := url.Parse(cfg.Store)
+	storeContainer := c.Services[byPort(t, c)[su.Port()]].ContainerName
+	for _, yt := range ts {
+		if len(yt.control) == 0 {
+			continue
+		}
+		if len(yt.control) != len(controlKnobs) {
+			t.Errorf("target %s has control commands %v: want all of %v", yt.Name, yt.control, controlKnobs)
+		}
+		want := c.Services[yt.service].ContainerName
+		for k, cmd := range yt.control {
+			m := wantControl[k].FindStringSubmatch(cmd)
+			switch {
+			case m == nil:
+				t.Errorf("target %s: %s = %q, want %s", yt.Name, k, cmd, wantControl[k])
+			case m[1] == storeContainer:
+				t.Errorf("target %s: %s acts on the effect store's container %s", yt.Name, k, m[1])
+			case m[1] != want:
+				t.Errorf("target %s: %s acts on %s, but the target's port is served by %s", yt.Name, k, m[1], want)
+			}
+		}
+	}
+}
+
+// TestExampleBaseline: examples/baseline.json is strict for this run (it names
+// exactly durachk.yaml's targets, every contract of the catalogue for each),
+// and every target it expects to pass durability.ack has control commands:
+// on a runner without broker binaries the broker kill goes through them.
+func TestExampleBaseline(t *testing.T) {
+	c := load(t)
+	_, ts := loadTargets(t, c)
+	bl, err := reports.ReadBaseline("../examples/baseline.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct {
-		Seed    uint64           `yaml:"seed"`
-		Targets []map[string]any `yaml:"targets"`
-		Store   string           `yaml:"store"`
+	var names, ids []string
+	for _, yt := range ts {
+		names = append(names, yt.Name)
 	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatalf("durachk.yaml: %v", err)
+	for _, ct := range contracts.Catalogue {
+		ids = append(ids, ct.ID)
 	}
-	c := load(t)
-	ports := map[string]bool{}
-	for name, s := range c.Services {
-		for _, p := range published(t, name, s) {
-			ports[p] = true
+	if err := bl.Check(names, ids); err != nil {
+		t.Fatalf("examples/baseline.json does not fit compose/durachk.yaml: %v", err)
+	}
+	for _, yt := range ts {
+		got := bl[yt.Name]
+		if len(got) != len(ids) {
+			t.Errorf("examples/baseline.json: %s lists %d contracts, want all %d", yt.Name, len(got), len(ids))
+		}
+		hasControl := yt.control["control.kill"] != "" && yt.control["control.start"] != ""
+		switch v := got["durability.ack"]; {
+		case v == contracts.Pass && !hasControl:
+			t.Errorf("examples/baseline.json expects %s durability.ack pass, but the target has no control commands: it would be skipped", yt.Name)
+		case v == contracts.Skipped && hasControl:
+			t.Errorf("examples/baseline.json expects %s durability.ack skipped, but the target has control commands", yt.Name)
 		}
 	}
-	if len(f.Targets) != 4 {
-		t.Errorf("%d targets, want 4 (one per broker kind)", len(f.Targets))
+}
+
+type workflow struct {
+	Permissions map[string]string `yaml:"permissions"`
+	Jobs        map[string]struct {
+		RunsOn string `yaml:"runs-on"`
+		Steps  []struct {
+			Name string         `yaml:"name"`
+			Uses string         `yaml:"uses"`
+			Run  string         `yaml:"run"`
+			With map[string]any `yaml:"with"`
+			If   string         `yaml:"if"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+var (
+	pinnedAction  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[0-9a-f]{40}$`)
+	versionRemark = regexp.MustCompile(`@[0-9a-f]{40} # v[0-9]+\.[0-9]+\.[0-9]+$`)
+)
+
+// TestWorkflow: the example workflow can publish what it promises and runs
+// the same thing every time: permissions for the JUnit check, every action
+// pinned to a commit (its release tag in a comment), no @latest, Go from
+// go.mod, the gate over compose/ with examples/baseline.json, the evidence
+// uploaded.
+func TestWorkflow(t *testing.T) {
+	raw, err := os.ReadFile("../examples/github-actions.yml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	kinds := map[string]bool{}
-	for i, tg := range f.Targets {
-		raw, _ := tg["url"].(string)
-		u, err := url.Parse(raw)
-		if err != nil || raw == "" {
-			t.Errorf("target %d: url %q", i, raw)
-			continue
+	var w workflow
+	if err := yaml.Unmarshal(raw, &w); err != nil {
+		t.Fatalf("github-actions.yml: %v", err)
+	}
+	if w.Permissions["contents"] != "read" || w.Permissions["checks"] != "write" || len(w.Permissions) != 2 {
+		t.Errorf("permissions %v, want exactly contents: read and checks: write", w.Permissions)
+	}
+	if strings.Contains(string(raw), "@latest") {
+		t.Errorf("github-actions.yml installs something @latest")
+	}
+	lines := strings.Split(string(raw), "\n")
+	var uses, runs []string
+	var junit, upload, setupGo bool
+	for name, job := range w.Jobs {
+		if strings.Contains(job.RunsOn, "latest") {
+			t.Errorf("job %s runs on %q: pin the runner image", name, job.RunsOn)
 		}
-		if !ports[u.Port()] {
-			t.Errorf("target %d (%s) points at port %q, which docker-compose.yml does not publish", i, u.Scheme, u.Port())
-		}
-		q := u.Query()
-		var keys []string
-		for k := range tg {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if k == "url" {
+		for _, s := range job.Steps {
+			runs = append(runs, s.Run)
+			if s.Uses == "" {
 				continue
 			}
-			if err := flatten(k+".", tg[k], q); err != nil {
-				t.Errorf("target %d: %v", i, err)
+			uses = append(uses, s.Uses)
+			if !pinnedAction.MatchString(s.Uses) {
+				t.Errorf("step %q: uses %q is not pinned to a commit", s.Name, s.Uses)
+			}
+			remark := false
+			for _, l := range lines {
+				if strings.Contains(l, "uses: "+s.Uses) && versionRemark.MatchString(strings.TrimSpace(l)) {
+					remark = true
+				}
+			}
+			if !remark {
+				t.Errorf("step %q: uses %q without its release tag in a comment (# vX.Y.Z)", s.Name, s.Uses)
+			}
+			action, _, _ := strings.Cut(s.Uses, "@")
+			switch action {
+			case "mikepenz/action-junit-report":
+				junit = s.With["report_paths"] == "durachk-out/junit.xml"
+			case "actions/upload-artifact":
+				p, _ := s.With["path"].(string)
+				upload = strings.Contains(p, "durachk-out/report.html") && strings.Contains(p, "durachk-out/junit.xml")
+			case "actions/setup-go":
+				setupGo = s.With["go-version-file"] == "go.mod"
 			}
 		}
-		u.RawQuery = q.Encode()
-		if _, ok := targets.Lookup(u.Scheme); !ok {
-			t.Logf("target %d: no %s kind is registered in this build; its knobs are not checked", i, u.Scheme)
-			kinds[u.Scheme] = true
-			continue
-		}
-		spec, err := targets.Parse(u.String())
-		if err != nil {
-			t.Errorf("target %d: %v", i, err)
-			continue
-		}
-		kinds[spec.Kind] = true
 	}
-	if len(kinds) != 4 {
-		t.Errorf("broker kinds %v, want four different ones", kinds)
+	if !junit || !upload || !setupGo {
+		t.Errorf("junit published %v, report.html and junit.xml uploaded %v, Go from go.mod %v: want all", junit, upload, setupGo)
 	}
-	if su, err := url.Parse(f.Store); err != nil || su.Scheme != "postgres" || !ports[su.Port()] {
-		t.Errorf("store %q is not the compose Postgres", f.Store)
+	all := strings.Join(runs, "\n")
+	for _, want := range []string{
+		"docker compose -f compose/docker-compose.yml up -d --wait",
+		"-c compose/durachk.yaml",
+		"--baseline examples/baseline.json",
+		"--out durachk-out",
+		"GITHUB_STEP_SUMMARY",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no step runs %q", want)
+		}
+	}
+	for _, f := range []string{"docker-compose.yml", "durachk.yaml", "../examples/baseline.json", "../go.mod"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the workflow needs %s: %v", f, err)
+		}
 	}
 }

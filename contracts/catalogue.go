@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -94,6 +95,22 @@ func firstOf(reasons ...string) string {
 	return ""
 }
 
+// BrokerFaultsNote starts the capability note in which a target says why the
+// harness cannot kill its broker; the skip of a broker-fault contract quotes it.
+const BrokerFaultsNote = "broker faults: "
+
+func brokerKill(c adapters.Capabilities) string {
+	if c.BrokerKill {
+		return ""
+	}
+	for _, n := range c.Notes {
+		if why, ok := strings.CutPrefix(n, BrokerFaultsNote); ok {
+			return "the harness cannot kill and restart this broker: " + why
+		}
+	}
+	return "the harness cannot kill and restart this broker"
+}
+
 // Catalogue is every contract, in a stable order. Its IDs are stable: reports and
 // CI baselines use them.
 var Catalogue = []*Contract{
@@ -113,8 +130,14 @@ var Catalogue = []*Contract{
 		Exercised: func(s Stats) string {
 			return atLeast("redeliveries after a crash", s.Redeliveries["fault"], 1)
 		},
-		Sabotages: []Sabotage{{Name: "ack-before-commit", What: "the worker acks as soon as it has extracted, then commits",
-			Pipeline: pipeline.Sabotage{AckBeforeCommit: true}}},
+		Sabotages: []Sabotage{
+			{Name: "ack-before-commit", What: "the worker acks as soon as it has extracted, then commits",
+				Raises: []Property{PropLost}, Pipeline: pipeline.Sabotage{AckBeforeCommit: true}},
+			{Name: "ack-dropped", What: "the ack of a job's first delivery never reaches the broker, though the worker reports it done",
+				Raises: []Property{PropUnexplainedDup}, Pipeline: pipeline.Sabotage{DropFirstAck: true}},
+			{Name: "broker-delivery-limit", What: "the broker dead-letters a job on its own at its second delivery (delivery limit 1)",
+				Raises: []Property{PropMovedByBroker}, DeliveryLimit: 1, MemOnly: true},
+		},
 	},
 	{
 		ID:         "lease.heartbeat",
@@ -130,7 +153,8 @@ var Catalogue = []*Contract{
 			}))
 		},
 		Exercised: func(s Stats) string { return atLeast("lease extensions", s.Extends, 1) },
-		Sabotages: []Sabotage{{Name: "no-heartbeat", What: "the worker never extends its lease", Pipeline: pipeline.Sabotage{NoHeartbeat: true}}},
+		Sabotages: []Sabotage{{Name: "no-heartbeat", What: "the worker never extends its lease", Raises: []Property{PropPreempted},
+			Pipeline: pipeline.Sabotage{NoHeartbeat: true}}},
 	},
 	{
 		ID:         "fencing.zombie",
@@ -146,7 +170,12 @@ var Catalogue = []*Contract{
 			return base("workers paused past their lease", workload(seed, n, nil), fs...)
 		},
 		Exercised: func(s Stats) string { return atLeast("stale commits attempted and rejected", s.StaleRejected, 1) },
-		Sabotages: []Sabotage{{Name: "no-fence-check", What: "the effect store accepts any token", Store: pipeline.MemStoreOptions{NoFence: true}}},
+		Sabotages: []Sabotage{
+			{Name: "no-fence-check", What: "the effect store accepts any token", Raises: []Property{PropStaleCommit},
+				Store: pipeline.MemStoreOptions{NoFence: true}},
+			{Name: "unfenced-ack", What: "the broker claims fenced acks and accepts the zombie's stale one (and the store any token)",
+				Raises: []Property{PropStaleAck}, Store: pipeline.MemStoreOptions{NoFence: true}, UnfencedAck: true, MemOnly: true},
+		},
 	},
 	{
 		ID:         "outbox.atomic",
@@ -165,7 +194,14 @@ var Catalogue = []*Contract{
 				atLeast("crashes after_commit_before_ack", s.Faults["crash:after_commit_before_ack"], 1),
 				atLeast("deduped commits or acks committed with their result", s.Deduped+s.AcksInCommit, 1))
 		},
-		Sabotages: []Sabotage{{Name: "dual-write", What: "result and event written separately, no outbox transaction", Pipeline: pipeline.Sabotage{DualWrite: true}}},
+		Sabotages: []Sabotage{
+			{Name: "dual-write", What: "result and event written separately, no outbox transaction", Raises: []Property{PropOutboxOrphan},
+				Pipeline: pipeline.Sabotage{DualWrite: true}},
+			{Name: "key-per-delivery", What: "the idempotency key includes the delivery's token, so a redelivery after a crash commits a second result",
+				Raises: []Property{PropDuplicateEffect}, Pipeline: pipeline.Sabotage{KeyPerDelivery: true}},
+			{Name: "commit-not-durable", What: "the store client acknowledges commits it never writes",
+				Raises: []Property{PropCommitLost}, Pipeline: pipeline.Sabotage{CommitNotDurable: true}},
+		},
 	},
 	{
 		ID:         "outbox.relay",
@@ -179,7 +215,12 @@ var Catalogue = []*Contract{
 			return firstOf(atLeast("relay crashes after publish", s.Faults["crash:after_publish_before_mark"], 1),
 				atLeast("repeats dropped by the consumer", s.DroppedRepeats, 1))
 		},
-		Sabotages: []Sabotage{{Name: "consumer-no-dedupe", What: "the consumer applies every event it receives", Pipeline: pipeline.Sabotage{ConsumerNoDedupe: true}}},
+		Sabotages: []Sabotage{
+			{Name: "consumer-no-dedupe", What: "the consumer applies every event it receives", Raises: []Property{PropDuplicateApply},
+				Pipeline: pipeline.Sabotage{ConsumerNoDedupe: true}},
+			{Name: "consumer-drops-events", What: "the consumer acknowledges events without applying them", Raises: []Property{PropEventLost},
+				Pipeline: pipeline.Sabotage{DropEvents: true}},
+		},
 	},
 	{
 		ID:         "idempotency.conflict",
@@ -202,7 +243,8 @@ var Catalogue = []*Contract{
 		Exercised: func(s Stats) string {
 			return firstOf(atLeast("conflicts", s.Conflicts, 1), atLeast("deduped commits", s.Deduped, 1))
 		},
-		Sabotages: []Sabotage{{Name: "key-only-dedupe", What: "the store dedupes on the key alone and reuses the old result", Store: pipeline.MemStoreOptions{KeyOnlyDedupe: true}}},
+		Sabotages: []Sabotage{{Name: "key-only-dedupe", What: "the store dedupes on the key alone and reuses the old result", Raises: []Property{PropSilentReuse},
+			Store: pipeline.MemStoreOptions{KeyOnlyDedupe: true}}},
 	},
 	{
 		ID:         "tenant.isolation",
@@ -217,7 +259,8 @@ var Catalogue = []*Contract{
 			}))
 		},
 		Exercised: func(s Stats) string { return atLeast("jobs committed", s.Committed, 2) },
-		Sabotages: []Sabotage{{Name: "key-without-tenant", What: "the worker builds doc:vN keys", Pipeline: pipeline.Sabotage{KeyWithoutTenant: true}}},
+		Sabotages: []Sabotage{{Name: "key-without-tenant", What: "the worker builds doc:vN keys", Raises: []Property{PropTenantKey, PropTenantShared},
+			Pipeline: pipeline.Sabotage{KeyWithoutTenant: true}}},
 	},
 	{
 		ID:         "retry.bounded",
@@ -239,13 +282,26 @@ var Catalogue = []*Contract{
 					if i < 8 {
 						setPayload(j, func(p *pipeline.Payload) { p.Crash = true })
 					}
+				case 7:
+					// Fails on all but its last attempt: healthy, and the boundary of
+					// a budget that is one attempt short.
+					setPayload(j, func(p *pipeline.Payload) { p.FailTransient = j.Job.MaxAttempts - 1 })
 				}
 			}))
 		},
 		Exercised: func(s Stats) string {
 			return firstOf(atLeast("dead-lettered jobs", s.DeadLettered, 3), atLeast("poison crashes", s.Faults["crash:poison"], 1))
 		},
-		Sabotages: []Sabotage{{Name: "unbounded-retry", What: "the policy retries transient errors and redeliveries forever", Pipeline: pipeline.Sabotage{UnboundedRetry: true}}},
+		Sabotages: []Sabotage{
+			{Name: "unbounded-retry", What: "the policy retries transient errors and redeliveries forever", Raises: []Property{PropOverBudget},
+				Pipeline: pipeline.Sabotage{UnboundedRetry: true}},
+			{Name: "one-extra-attempt", What: "the worker allows one attempt more than the job's budget", Raises: []Property{PropOverBudget},
+				Pipeline: pipeline.Sabotage{OneExtraAttempt: true}},
+			{Name: "one-attempt-short", What: "the worker dead-letters one attempt before the job's budget is spent", Raises: []Property{PropHealthyDead},
+				Pipeline: pipeline.Sabotage{OneAttemptShort: true}},
+			{Name: "permanent-retried", What: "the policy retries permanent errors like transient ones", Raises: []Property{PropPermanentRetried},
+				Pipeline: pipeline.Sabotage{RetryPermanent: true}},
+		},
 	},
 	{
 		ID:         "dlq.redacted",
@@ -266,7 +322,8 @@ var Catalogue = []*Contract{
 			return sc
 		},
 		Exercised: func(s Stats) string { return atLeast("dead-lettered jobs", s.DeadLettered, 1) },
-		Sabotages: []Sabotage{{Name: "raw-error-in-dlq", What: "the DLQ record keeps the error text", Pipeline: pipeline.Sabotage{RawErrorInDLQ: true}}},
+		Sabotages: []Sabotage{{Name: "raw-error-in-dlq", What: "the DLQ record keeps the error text", Raises: []Property{PropDLQLeak},
+			Pipeline: pipeline.Sabotage{RawErrorInDLQ: true}}},
 	},
 	{
 		ID:         "dlq.reprocess",
@@ -288,7 +345,8 @@ var Catalogue = []*Contract{
 		Exercised: func(s Stats) string {
 			return firstOf(atLeast("jobs reprocessed", s.Reprocessed, 1), atLeast("refused reprocess requests", s.ReprocessDenied, 2))
 		},
-		Sabotages: []Sabotage{{Name: "reprocess-in-place", What: "the dead job is re-enqueued as it was, unaudited", Pipeline: pipeline.Sabotage{ReprocessInPlace: true}}},
+		Sabotages: []Sabotage{{Name: "reprocess-in-place", What: "the dead job is re-enqueued as it was, unaudited, and so is a cancelled one",
+			Raises: []Property{PropResurrected, PropReprocessAudit, PropCancelledReproc}, Pipeline: pipeline.Sabotage{ReprocessInPlace: true}}},
 	},
 	{
 		ID:         "cancel.terminal",
@@ -307,8 +365,12 @@ var Catalogue = []*Contract{
 		},
 		Exercised: func(s Stats) string { return atLeast("cancelled jobs", s.Cancelled, 1) },
 		Sabotages: []Sabotage{
-			{Name: "deadline-ignored", What: "the worker never checks the deadline", Pipeline: pipeline.Sabotage{IgnoreDeadline: true}},
-			{Name: "cancel-into-dlq", What: "cancellation goes to the dead-letter queue", Pipeline: pipeline.Sabotage{CancelToDLQ: true}},
+			{Name: "deadline-ignored", What: "the worker never checks the deadline", Raises: []Property{PropAfterDeadline},
+				Pipeline: pipeline.Sabotage{IgnoreDeadline: true}},
+			{Name: "deadline-slack", What: "the worker takes a deadline as passed only 5 s after it: work starts just past it",
+				Raises: []Property{PropAfterDeadline}, Pipeline: pipeline.Sabotage{DeadlineSlack: true}},
+			{Name: "cancel-into-dlq", What: "cancellation goes to the dead-letter queue", Raises: []Property{PropCancelledToDLQ},
+				Pipeline: pipeline.Sabotage{CancelToDLQ: true}},
 		},
 	},
 	{
@@ -316,7 +378,7 @@ var Catalogue = []*Contract{
 		Claim:      "an enqueue the broker acknowledged survives kill -9 and restart of the broker",
 		Motivation: "brokers acknowledge before the write is durable unless configured otherwise (Redis appendonly, RabbitMQ transient messages)",
 		Labels:     []string{"fault:broker-kill"},
-		Needs:      needs("the harness cannot kill and restart this broker", func(c adapters.Capabilities) bool { return c.BrokerKill }),
+		Needs:      brokerKill,
 		Scenario: func(seed uint64, n int) Scenario {
 			sc := base("broker killed mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = time.Second })
@@ -325,7 +387,7 @@ var Catalogue = []*Contract{
 			return sc
 		},
 		Exercised: func(s Stats) string { return atLeast("broker kills", s.Faults["broker_crash"], 1) },
-		Sabotages: []Sabotage{{Name: "no-persistence", What: "the broker keeps messages in memory only", Volatile: true}},
+		Sabotages: []Sabotage{{Name: "no-persistence", What: "the broker keeps messages in memory only", Raises: []Property{PropLost}, Volatile: true}},
 	},
 	{
 		ID:         "order.fifo",
@@ -340,7 +402,7 @@ var Catalogue = []*Contract{
 			}), fs...)
 		},
 		Exercised: func(s Stats) string { return atLeast("jobs committed", s.Committed, 4) },
-		Sabotages: []Sabotage{{Name: "break-order", What: "a broker that claims FIFO and delivers newest first", BreakOrder: true}},
+		Sabotages: []Sabotage{{Name: "break-order", What: "a broker that claims FIFO and delivers newest first", Raises: []Property{PropOrder}, BreakOrder: true}},
 	},
 	{
 		ID:         "partition.ambiguous",
@@ -355,7 +417,12 @@ var Catalogue = []*Contract{
 		Exercised: func(s Stats) string {
 			return atLeast("commits or acks whose reply was lost (outcome unknown)", s.Ambiguous, 1)
 		},
-		Sabotages: []Sabotage{{Name: "timeout-as-failure", What: "a commit timeout is treated as a permanent failure", Pipeline: pipeline.Sabotage{TimeoutAsFailure: true}}},
+		Sabotages: []Sabotage{
+			{Name: "timeout-as-failure", What: "a commit timeout is treated as a permanent failure: the committed job is dead-lettered too",
+				Raises: []Property{PropAmbiguousResolved, PropMultipleTerminal}, Pipeline: pipeline.Sabotage{TimeoutAsFailure: true}},
+			{Name: "timeout-as-unavailable", What: "the store client reports a commit timeout as a definite failure",
+				Raises: []Property{PropFailedButApplied}, Pipeline: pipeline.Sabotage{TimeoutAsUnavailable: true}},
+		},
 	},
 	{
 		ID:         "durability.power-loss",
@@ -379,8 +446,9 @@ var Catalogue = []*Contract{
 				atLeast("jobs acknowledged and unfinished when the power failed", s.AtRisk, 1))
 		},
 		Sabotages: []Sabotage{
-			{Name: "no-persistence", What: "the broker keeps messages in memory only", Volatile: true},
-			{Name: "fsync-ignored", What: "the broker's disk acknowledges fsync and keeps nothing until written back (a write cache that lies)", FsyncIgnored: true},
+			{Name: "no-persistence", What: "the broker keeps messages in memory only", Raises: []Property{PropLost}, Volatile: true},
+			{Name: "fsync-ignored", What: "the broker's disk acknowledges fsync and keeps nothing until written back (a write cache that lies)",
+				Raises: []Property{PropLost}, FsyncIgnored: true},
 		},
 	},
 }

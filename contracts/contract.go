@@ -43,15 +43,27 @@ type Contract struct {
 	Sabotages []Sabotage
 }
 
-// Sabotage is one deliberately broken pipeline or configuration.
+// Sabotage is one deliberately broken pipeline or configuration: the negative
+// control of the properties it declares. It counts as caught only when the
+// checker reports every one of them, each with a witness.
 type Sabotage struct {
-	Name     string                   `json:"name"`
-	What     string                   `json:"what"`
+	Name string `json:"name"`
+	What string `json:"what"`
+	// Raises are the properties the checker must report.
+	Raises   []Property               `json:"raises"`
 	Pipeline pipeline.Sabotage        `json:"pipeline,omitzero"`
 	Store    pipeline.MemStoreOptions `json:"store,omitzero"`
 	// Broker-level breakage, as configurations of the broker under test.
 	Volatile   bool `json:"volatile,omitempty"`    // no persistence
 	BreakOrder bool `json:"break_order,omitempty"` // claims FIFO, delivers newest first
+	// DeliveryLimit: the broker dead-letters a job on its own at its n-th
+	// delivery; UnfencedAck: the broker claims fenced acks and accepts stale
+	// ones. Both break the embedded broker only (MemOnly).
+	DeliveryLimit int  `json:"delivery_limit,omitempty"`
+	UnfencedAck   bool `json:"unfenced_ack,omitempty"`
+	// MemOnly: the breakage exists on the embedded target only; on any other
+	// the sabotage is skipped with the reason.
+	MemOnly bool `json:"mem_only,omitempty"`
 	// FsyncIgnored: the broker's disk acknowledges fsync and keeps nothing
 	// until written back (a write cache that lies, fsync turned off).
 	FsyncIgnored bool `json:"fsync_ignored,omitempty"`

@@ -47,6 +47,10 @@ func evaluate(ctx context.Context, t Target, c *Contract, opts Options, sab *Sab
 			return res, nil
 		}
 	}
+	if sab != nil && sab.MemOnly && t.Capabilities().Broker != "mem" {
+		res.Verdict, res.Reason = Skipped, "this negative control breaks the embedded broker or store: it runs on mem only"
+		return res, nil
+	}
 	begin := time.Now()
 	ex, err := t.Execute(ctx, Run{Contract: c.ID, Scenario: sc, Seed: opts.Seed, Sabotage: sab})
 	res.Wall = time.Since(begin)
@@ -76,6 +80,42 @@ func judge(res *Result, ex Execution, exercised func(Stats) string) {
 	default:
 		res.Verdict = Pass
 	}
+}
+
+// Caught reports whether a sabotaged run r was caught: a violation of every
+// property s declares, each with a witness. Otherwise it says what is missing,
+// naming each property that did not fire.
+func Caught(r Result, s Sabotage) (bool, string) {
+	if len(s.Raises) == 0 {
+		return false, "the sabotage declares no property it must raise"
+	}
+	var missing []string
+	for _, p := range s.Raises {
+		found := false
+		for _, v := range r.Violations {
+			if v.Property == p && (len(v.Witness) > 0 || len(v.Facts) > 0) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, string(p))
+		}
+	}
+	if len(missing) == 0 {
+		return true, ""
+	}
+	var got []string
+	for _, v := range r.Violations {
+		if !slices.Contains(got, string(v.Property)) {
+			got = append(got, string(v.Property))
+		}
+	}
+	raised := "nothing"
+	if len(got) > 0 {
+		raised = strings.Join(got, ", ")
+	}
+	return false, fmt.Sprintf("must raise %s; raised %s (verdict %s)", strings.Join(missing, ", "), raised, r.Verdict)
 }
 
 func summarize(vs []Violation, counts map[string]int) string {

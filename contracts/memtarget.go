@@ -87,7 +87,8 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 		return &pipeline.Env{Process: name, Rec: log, Now: s.Now, Sleep: sim.Sleep}
 	}
 	ctl := newEnv("controller")
-	q := mem.New(mem.Options{Now: s.Now, FIFO: !sab.BreakOrder, DeliveryLimit: t.DeliveryLimit, Volatile: sab.Volatile, Unsynced: sab.FsyncIgnored, BreakOrder: sab.BreakOrder})
+	q := mem.New(mem.Options{Now: s.Now, FIFO: !sab.BreakOrder, DeliveryLimit: max(t.DeliveryLimit, sab.DeliveryLimit), Volatile: sab.Volatile,
+		Unsynced: sab.FsyncIgnored, BreakOrder: sab.BreakOrder, UnfencedAck: sab.UnfencedAck})
 	store := pipeline.NewMemStore(sab.Store)
 	links := faults.Links(sc.Plan, start, run.Seed)
 	gq := &gatedQueue{Queue: q, gate: gate{link: links[faults.LinkBroker], env: ctl, now: s.Now}}

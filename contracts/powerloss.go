@@ -14,9 +14,11 @@ func needsPowerLoss(c adapters.Capabilities) string {
 	if c.PowerLoss {
 		return ""
 	}
-	for _, n := range c.Notes {
-		if why, ok := strings.CutPrefix(n, NoPowerLoss); ok {
-			return "the harness cannot cut this broker's power: " + why
+	for _, prefix := range []string{NoPowerLoss, BrokerFaultsNote} {
+		for _, n := range c.Notes {
+			if why, ok := strings.CutPrefix(n, prefix); ok {
+				return "the harness cannot cut this broker's power: " + why
+			}
 		}
 	}
 	return "the harness cannot cut this broker's power: it needs a private instance of the broker on a lazy (FUSE) file system"

@@ -40,7 +40,7 @@ var SeedScenarios = []*Contract{
 			return base("poison event", workload(seed, n, everyNth(6, func(p *pipeline.Payload) { p.PoisonEvent = true }, 2)))
 		}, func(s Stats) string { return atLeast("outbox events dead-lettered", s.EventsDeadLettered, 2) },
 		Sabotage{Name: "naive-breaker", What: "the relay's breaker counts a rejected event as a dead channel and never probes",
-			Pipeline: pipeline.Sabotage{NaiveBreaker: true}}),
+			Raises: []Property{PropCircuitOnHealthy}, Pipeline: pipeline.Sabotage{NaiveBreaker: true}}),
 	scenario("stubborn-job", "two jobs fail transiently forever",
 		func(seed uint64, n int) Scenario {
 			return base("stubborn job", workload(seed, n, everyNth(5, func(p *pipeline.Payload) { p.FailTransient = -1 }, 2)))

@@ -4,39 +4,174 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/durachk/durachk/checker"
 )
 
-// Every sabotage is a negative control: a checker that lets one pass is a defect.
+// Every sabotage is a negative control of the properties it declares: it is
+// caught only when each of them fires, with a witness.
 func TestSelfTestSabotagesAreCaught(t *testing.T) {
-	for _, c := range Catalogue {
-		if len(c.Sabotages) == 0 {
+	cs, err := SelfTestContracts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if len(c.Sabotages) == 0 && !strings.HasPrefix(c.ID, "scenario/") {
 			t.Errorf("%s has no sabotage: its checker cannot be shown to fail", c.ID)
 		}
 		for _, s := range c.Sabotages {
 			t.Run(c.ID+"/"+s.Name, func(t *testing.T) {
 				t.Parallel()
+				if len(s.Raises) == 0 {
+					t.Fatalf("sabotage %q of %s declares no property it must raise", s.Name, c.ID)
+				}
 				for seed := uint64(1); seed <= 5; seed++ {
 					r, err := EvaluateSabotage(context.Background(), MemTarget{}, c, s, Options{Seed: seed})
 					if err != nil {
 						t.Fatalf("seed %d: %v", seed, err)
 					}
-					if r.Verdict != Violated {
-						t.Errorf("sabotage %q of %s was NOT caught on seed %d: verdict %s (%s)", s.Name, c.ID, seed, r.Verdict, r.Reason)
-						continue
+					if ok, why := Caught(r, s); !ok {
+						t.Errorf("sabotage %q of %s was NOT caught on seed %d: %s", s.Name, c.ID, seed, why)
 					}
 					if r.Sabotage != s.Name {
 						t.Errorf("seed %d: result names sabotage %q, want %q", seed, r.Sabotage, s.Name)
 					}
-					witnessed := false
-					for _, v := range r.Violations {
-						witnessed = witnessed || len(v.Witness) > 0
-					}
-					if !witnessed {
-						t.Errorf("sabotage %q of %s on seed %d: %d violations, none with a witness", s.Name, c.ID, seed, len(r.Violations))
-					}
 				}
 			})
+		}
+	}
+}
+
+// Every property of the checker is the declared target of some sabotage.
+func TestEveryPropertyHasASabotage(t *testing.T) {
+	cs, _ := SelfTestContracts(nil)
+	declared := map[Property]bool{}
+	for _, c := range cs {
+		for _, s := range c.Sabotages {
+			for _, p := range s.Raises {
+				if _, ok := checker.Lookup(p); !ok {
+					t.Errorf("%s/%s declares %q, which the checker does not know", c.ID, s.Name, p)
+				}
+				declared[p] = true
+			}
+		}
+	}
+	for _, spec := range checker.Properties {
+		if !declared[spec.Name] {
+			t.Errorf("no sabotage declares %s: nothing shows it can fail", spec.Name)
+		}
+	}
+	// The checker's description of each property names its sabotages.
+	for _, c := range cs {
+		for _, s := range c.Sabotages {
+			for _, p := range s.Raises {
+				if spec, _ := checker.Lookup(p); !strings.Contains(spec.Sabotage, c.ID+"/"+s.Name) {
+					t.Errorf("checker.Properties: %s's Sabotage %q does not name %s/%s, which declares it", p, spec.Sabotage, c.ID, s.Name)
+				}
+			}
+		}
+	}
+}
+
+// The witnesses of real runs prove themselves: re-checking a violation's
+// witness operations and facts alone raises the same property.
+func TestSabotageWitnessesProveThemselves(t *testing.T) {
+	cs, _ := SelfTestContracts(nil)
+	replayed := map[Property]int{}
+	for _, c := range cs {
+		for _, s := range c.Sabotages {
+			sab := s
+			ex, err := MemTarget{}.Execute(context.Background(), Run{Contract: c.ID, Scenario: c.Scenario(1, DefaultJobs), Seed: 1, Sabotage: &sab})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range checker.Check(ex.Ops, ex.Final, ex.Check).Violations {
+				if err := checker.ReplayWitness(v, ex.Check); err != nil {
+					t.Errorf("%s/%s: %v", c.ID, s.Name, err)
+					continue
+				}
+				replayed[v.Property]++
+			}
+		}
+	}
+	for _, spec := range checker.Properties {
+		if replayed[spec.Name] == 0 {
+			t.Errorf("no sabotage run produced a witness of %s to replay", spec.Name)
+		}
+	}
+}
+
+// Mutation test: with any one property disabled, selftest fails naming it.
+// Not parallel: the switch is global.
+func TestMutationEveryPropertyIsLoadBearing(t *testing.T) {
+	cs, _ := SelfTestContracts(nil)
+	for _, spec := range checker.Properties {
+		restore := checker.DisableForTest(spec.Name)
+		rs, err := SelfTest(context.Background(), MemTarget{}, cs, Options{Seed: 1})
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Missed(rs)
+		if err == nil {
+			t.Errorf("with %s disabled, selftest still passes: the property is not load-bearing", spec.Name)
+			continue
+		}
+		if !strings.Contains(err.Error(), "must raise "+string(spec.Name)) && !strings.Contains(err.Error(), ", "+string(spec.Name)) {
+			t.Errorf("with %s disabled, selftest fails without naming it: %v", spec.Name, err)
+		}
+	}
+}
+
+// The boundary sabotages are load-bearing too: a checker that allows one
+// attempt beyond the budget, or a 5 s slack past a deadline, fails selftest.
+func TestMutationBoundaries(t *testing.T) {
+	cs, _ := SelfTestContracts([]string{"retry.bounded", "cancel.terminal"})
+	for _, tt := range []struct {
+		name string
+		weak checker.Weakening
+		want Property
+	}{
+		{"one attempt of slack", checker.Weakening{BudgetSlack: 1}, PropOverBudget},
+		{"5 s past the deadline", checker.Weakening{DeadlineSlack: int64(5 * time.Second)}, PropAfterDeadline},
+	} {
+		restore := checker.WeakenForTest(tt.weak)
+		rs, err := SelfTest(context.Background(), MemTarget{}, cs, Options{Seed: 1})
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Missed(rs); err == nil || !strings.Contains(err.Error(), string(tt.want)) {
+			t.Errorf("checker weakened by %s: selftest error %v, want one naming %s", tt.name, err, tt.want)
+		}
+	}
+}
+
+// noFaults runs scenarios without their fault plan.
+type noFaults struct{ MemTarget }
+
+func (n noFaults) Execute(ctx context.Context, run Run) (Execution, error) {
+	run.Scenario.Plan.Faults = nil
+	return n.MemTarget.Execute(ctx, run)
+}
+
+// The engine's "exercised" gate is load-bearing: a run of a contract whose
+// claim needs faults, with none applied, is unknown, never a pass.
+func TestExercisedGate(t *testing.T) {
+	for _, id := range []string{"lease.redelivery", "fencing.zombie", "outbox.atomic", "outbox.relay", "durability.ack", "partition.ambiguous"} {
+		c, err := Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Evaluate(context.Background(), noFaults{}, c, Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != Unknown || !strings.Contains(r.Reason, "did not exercise") {
+			t.Errorf("%s without faults: %s (%s), want unknown: the run did not exercise the claim", id, r.Verdict, r.Reason)
 		}
 	}
 }

@@ -75,6 +75,28 @@ type Sabotage struct {
 	// NaiveBreaker: the relay's breaker cannot tell a dead channel from a
 	// poison event, and opens on either.
 	NaiveBreaker bool `json:"naive_breaker,omitempty"`
+	// The rest are armed around a worker's broker and store (sabotage.go) or
+	// in the consumer and policy, each the negative control of one property.
+	// KeyPerDelivery: the idempotency key includes the delivery's token, so a
+	// redelivery commits a second result.
+	KeyPerDelivery bool `json:"key_per_delivery,omitempty"`
+	// DropFirstAck: the ack of a job's first delivery never reaches the broker
+	// though it is reported done (a handle the broker silently ignores).
+	DropFirstAck bool `json:"drop_first_ack,omitempty"`
+	// OneExtraAttempt and OneAttemptShort put the attempt budget off by one.
+	OneExtraAttempt bool `json:"one_extra_attempt,omitempty"`
+	OneAttemptShort bool `json:"one_attempt_short,omitempty"`
+	// DeadlineSlack: a deadline counts as passed only 5 s after it.
+	DeadlineSlack bool `json:"deadline_slack,omitempty"`
+	// RetryPermanent: the policy retries permanent errors like transient ones.
+	RetryPermanent bool `json:"retry_permanent,omitempty"`
+	// TimeoutAsUnavailable: the store client reports a commit whose outcome is
+	// unknown as a definite failure.
+	TimeoutAsUnavailable bool `json:"timeout_as_unavailable,omitempty"`
+	// CommitNotDurable: the store client acknowledges commits it never writes.
+	CommitNotDurable bool `json:"commit_not_durable,omitempty"`
+	// DropEvents: the consumer acknowledges events without applying them.
+	DropEvents bool `json:"drop_events,omitempty"`
 }
 
 // RecordType is the record type of a completed call: ok, info when its outcome is

@@ -32,6 +32,9 @@ type Policy struct {
 	// Unbounded retries transient errors forever: the negative control of
 	// retry.bounded. Never set it otherwise.
 	Unbounded bool
+	// RetryPermanent retries permanent errors like transient ones: the
+	// negative control of permanent_retried. Never set it otherwise.
+	RetryPermanent bool
 }
 
 // Decide resolves an error on attempt (1-based) of a job with maxAttempts.
@@ -40,7 +43,9 @@ func (p *Policy) Decide(err error, attempt, maxAttempts int) Decision {
 	case Cancelled:
 		return Decision{Outcome: Cancel}
 	case Permanent:
-		return Decision{Outcome: DeadLetter, Reason: ReasonFor(err)}
+		if !p.RetryPermanent {
+			return Decision{Outcome: DeadLetter, Reason: ReasonFor(err)}
+		}
 	}
 	if attempt >= maxAttempts && !p.Unbounded {
 		return Decision{Outcome: DeadLetter, Reason: ReasonMaxAttempts}

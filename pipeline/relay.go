@@ -208,6 +208,9 @@ type Consumer struct {
 // Handle applies e; a repeat is dropped and recorded as such.
 func (c *Consumer) Handle(ctx context.Context, e Event) error {
 	c.Env.Record(history.Op{Type: history.Invoke, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID})
+	if c.Sabotage.DropEvents {
+		return nil
+	}
 	if strings.HasPrefix(e.Body, PoisonEventPrefix) {
 		c.Env.Record(history.Op{Type: history.Fail, F: history.Apply, Job: e.JobID, Key: e.Key, Value: e.ID, Err: "rejected"})
 		return fmt.Errorf("%w: %s", ErrRejected, e.ID)

@@ -151,6 +151,7 @@ func (w *Worker) recResult(f history.F, d adapters.Delivery, key, value string, 
 
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
+	w.Sabotage.arm(w)
 	idle := w.Poll
 	for ctx.Err() == nil {
 		worked, err := w.Step(ctx)

@@ -1,17 +1,27 @@
 package reports
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/durachk/durachk/contracts"
 )
 
 // Baseline is the verdict expected per target and contract. A user may expect
 // a known violation or skip: the gate is about change, not about perfection.
+// A baseline is strict: every target and contract it names must be measured by
+// the run it gates.
 type Baseline map[string]map[string]contracts.Verdict
+
+// ErrBadBaseline marks a baseline file that cannot gate a run (exit 3).
+var ErrBadBaseline = errors.New("baseline")
 
 // ReadBaseline reads a baseline: either a JSON object mapping target →
 // contract → verdict, or a previous result.json (its verdicts become the
@@ -19,31 +29,136 @@ type Baseline map[string]map[string]contracts.Verdict
 func ReadBaseline(path string) (Baseline, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadBaseline, err)
+	}
+	bl, err := ParseBaseline(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return bl, nil
+}
+
+// ParseBaseline reads a baseline from its JSON (see ReadBaseline). It refuses a
+// baseline that names no target, a target without contracts, an unknown
+// contract or scenario, a verdict other than the four, and a key given twice.
+func ParseBaseline(b []byte) (Baseline, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadBaseline, fmt.Sprintf(format, a...))
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("baseline %s: %w", path, err)
-	}
-	if _, ok := probe["schema"]; ok {
-		d, err := ReadJSON(path)
-		if err != nil {
-			return nil, fmt.Errorf("baseline: %w", err)
-		}
-		return BaselineOf(d), nil
+		return nil, bad(`want {"target": {"contract": "verdict"}} or a result.json: %v`, err)
 	}
 	var bl Baseline
-	if err := json.Unmarshal(b, &bl); err != nil {
-		return nil, fmt.Errorf("baseline %s: want {\"target\": {\"contract\": \"verdict\"}}: %w", path, err)
+	if _, ok := probe["schema"]; ok {
+		d, err := DecodeJSON(b)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		bl = BaselineOf(d)
+	} else {
+		var err error
+		if bl, err = decodeBaseline(b); err != nil {
+			return nil, bad("%v", err)
+		}
 	}
-	for t, cs := range bl {
-		for c, v := range cs {
-			switch v {
-			case contracts.Pass, contracts.Violated, contracts.Unknown, contracts.Skipped:
-			default:
-				return nil, fmt.Errorf("baseline %s: %s: %s: verdict %q: want pass, violation, unknown or skipped", path, t, c, v)
+	if len(bl) == 0 {
+		return nil, bad(`names no target: want {"target": {"contract": "verdict"}}`)
+	}
+	for _, t := range bl.targets() {
+		cs := bl[t]
+		if t == "" {
+			return nil, bad("a target with an empty name")
+		}
+		if len(cs) == 0 {
+			return nil, bad("%s: names no contract", Clip(t))
+		}
+		for _, c := range slices.Sorted(maps.Keys(cs)) {
+			if err := knownContract(c); err != nil {
+				return nil, bad("%s: %v", Clip(t), err)
+			}
+			if v := cs[c]; !validVerdict(v) {
+				return nil, bad("%s: %s: verdict %q: want pass, violation, unknown or skipped", Clip(t), c, Clip(string(v)))
 			}
 		}
+	}
+	return bl, nil
+}
+
+// knownContract accepts a catalogue id or scenario/<name>.
+func knownContract(id string) error {
+	if strings.HasPrefix(id, "scenario/") {
+		if _, err := contracts.LookupScenario(id); err != nil {
+			return fmt.Errorf("unknown scenario %q", Clip(id))
+		}
+		return nil
+	}
+	if _, err := contracts.Lookup(id); err != nil {
+		return fmt.Errorf("unknown contract %q", Clip(id))
+	}
+	return nil
+}
+
+// decodeBaseline walks the JSON object of objects of strings, refusing a key
+// given twice (encoding/json would keep the last silently).
+func decodeBaseline(b []byte) (Baseline, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	want := func(d json.Delim, what string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if tok != d {
+			return fmt.Errorf(`%s: want {"target": {"contract": "verdict"}}`, what)
+		}
+		return nil
+	}
+	if err := want('{', "top level"); err != nil {
+		return nil, err
+	}
+	bl := Baseline{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		target := tok.(string) // object keys are strings
+		if _, dup := bl[target]; dup {
+			return nil, fmt.Errorf("target %q given twice", Clip(target))
+		}
+		if err := want('{', Clip(target)); err != nil {
+			return nil, err
+		}
+		cs := map[string]contracts.Verdict{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			c := tok.(string)
+			if _, dup := cs[c]; dup {
+				return nil, fmt.Errorf("%s: contract %q given twice", Clip(target), Clip(c))
+			}
+			tok, err = dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, ok := tok.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s: %s: want a verdict string", Clip(target), Clip(c))
+			}
+			cs[c] = contracts.Verdict(v)
+		}
+		if err := want('}', Clip(target)); err != nil {
+			return nil, err
+		}
+		bl[target] = cs
+	}
+	if err := want('}', "top level"); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("more than one JSON value")
 	}
 	return bl, nil
 }
@@ -52,6 +167,9 @@ func ReadBaseline(path string) (Baseline, error) {
 func BaselineOf(d *Document) Baseline {
 	bl := Baseline{}
 	for _, r := range d.Results {
+		if r.Sabotage != "" {
+			continue // selftest results gate nothing
+		}
 		if bl[r.Target] == nil {
 			bl[r.Target] = map[string]contracts.Verdict{}
 		}
@@ -60,30 +178,66 @@ func BaselineOf(d *Document) Baseline {
 	return bl
 }
 
+func (bl Baseline) targets() []string { return slices.Sorted(maps.Keys(bl)) }
+
+// Check is the strict part of the gate, done before a run starts: every
+// target the baseline names must be among the run's targets, and every
+// contract it names must be among the run's selection. A baseline that expects
+// what the run cannot measure is a configuration error, not a regression.
+func (bl Baseline) Check(targets, selected []string) error {
+	inRun := map[string]bool{}
+	for _, t := range targets {
+		inRun[t] = true
+	}
+	sel := map[string]bool{}
+	for _, c := range selected {
+		sel[c] = true
+	}
+	for _, t := range bl.targets() {
+		if !inRun[t] {
+			return fmt.Errorf("%w names target %q, which this run does not measure (its targets: %s)", ErrBadBaseline, Clip(t), Clip(strings.Join(targets, ", ")))
+		}
+		for _, c := range slices.Sorted(maps.Keys(bl[t])) {
+			if !sel[c] {
+				return fmt.Errorf("%w expects %s/%s, which this run does not select (select it with --contract/--scenario, or remove it from the baseline)", ErrBadBaseline, Clip(t), c)
+			}
+		}
+	}
+	return nil
+}
+
 // Difference is one verdict that is not the expected one. Expected is empty
-// for a result the baseline does not list.
+// for a result the baseline does not list; Got is empty for an expected
+// result the run did not produce.
 type Difference struct {
 	Target, Contract string
 	Expected, Got    contracts.Verdict
 }
 
 func (d Difference) String() string {
-	exp := string(d.Expected)
+	exp, got := string(d.Expected), string(d.Got)
 	if exp == "" {
 		exp = "(not in baseline)"
 	}
-	return fmt.Sprintf("%s: %s %s → %s", d.Target, d.Contract, exp, d.Got)
+	if got == "" {
+		got = "(not measured)"
+	}
+	return fmt.Sprintf("%s: %s %s → %s", d.Target, d.Contract, exp, got)
 }
 
-// Compare checks a document against a baseline. It returns the regressions
-// (a listed result whose verdict differs, a skip where a pass was expected
-// included; and an unlisted result that is a violation or unknown), and the
-// baseline's targets that the run did not measure (not regressions: a run may
-// select a subset).
-func (bl Baseline) Compare(d *Document) (diffs []Difference, unmeasured []string) {
-	ran := map[string]bool{}
+// Compare checks a document against a baseline. It returns the regressions:
+// a listed result whose verdict differs (a skip where a pass was expected
+// included), an unlisted result that is a violation or unknown, and a listed
+// result the run did not produce (a run that stopped early; Check refuses the
+// other ways to miss one before the run).
+func (bl Baseline) Compare(d *Document) []Difference {
+	var diffs []Difference
+	got := map[string]bool{}
 	for _, r := range d.Results {
-		ran[r.Target] = true
+		if r.Sabotage != "" {
+			continue
+		}
+		got[Key(r.Target, r.Contract)] = true
 		exp, listed := bl[r.Target][r.Contract]
 		switch {
 		case listed && exp != r.Verdict:
@@ -92,11 +246,12 @@ func (bl Baseline) Compare(d *Document) (diffs []Difference, unmeasured []string
 			diffs = append(diffs, Difference{Target: r.Target, Contract: r.Contract, Got: r.Verdict})
 		}
 	}
-	for t := range bl {
-		if !ran[t] {
-			unmeasured = append(unmeasured, t)
+	for _, t := range bl.targets() {
+		for _, c := range slices.Sorted(maps.Keys(bl[t])) {
+			if !got[Key(t, c)] {
+				diffs = append(diffs, Difference{Target: t, Contract: c, Expected: bl[t][c]})
+			}
 		}
 	}
-	sort.Strings(unmeasured)
-	return diffs, unmeasured
+	return diffs
 }

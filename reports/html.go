@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 )
 
@@ -41,21 +42,25 @@ func WriteHTML(w io.Writer, d *Document) error {
 			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce}
 		if r.Verdict != contracts.Skipped {
 			st := r.Stats
-			s.Stats = fmt.Sprintf("%d jobs accepted, %d executions, %d committed, %d deduped, %d dead-lettered, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
-				st.Accepted, st.Executions, st.Committed, st.Deduped, st.DeadLettered, st.Cancelled, st.Applied, st.Explained, st.Unexplained, st.StaleRejected, st.MaxAttempts, r.HistoryLen)
+			s.Stats = fmt.Sprintf("%d jobs accepted, %d lost, %d applied twice, %d repeats dropped, %d dead-lettered by design, %d otherwise; %d executions (%d spent by the jobs' own failures), %d committed, %d deduped, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
+				st.Accepted, st.Lost, st.AppliedTwice, st.RepeatsDropped, st.DeadLetteredByDesign, st.DeadLetteredOtherwise, st.Executions, st.SpentAttempts,
+				st.Committed, st.Deduped, st.Cancelled, st.Applied, st.Explained, st.Unexplained, st.StaleRejected, st.MaxAttempts, r.HistoryLen)
 		}
 		for i, v := range r.Violations {
 			if i == 20 {
 				s.Violations = append(s.Violations, violation{Head: fmt.Sprintf("… %d more violations in result.json", len(r.Violations)-i)})
 				break
 			}
-			vv := violation{Head: string(v.Property) + ": " + v.Message, Job: v.Job}
-			for j, op := range v.Witness {
+			vv := violation{Head: string(v.Property) + ": " + v.Message, Job: v.Job, Because: v.Because}
+			for j, row := range checker.Rows(v) {
 				if j == 60 {
-					vv.Lines = append(vv.Lines, fmt.Sprintf("… %d more lines", len(v.Witness)-j))
+					vv.More = fmt.Sprintf("… %d more operations in result.json", len(v.Witness)-j)
 					break
 				}
-				vv.Lines = append(vv.Lines, op.String())
+				vv.Rows = append(vv.Rows, row)
+			}
+			for _, f := range v.Facts {
+				vv.Facts = append(vv.Facts, f.String())
 			}
 			s.Violations = append(s.Violations, vv)
 		}
@@ -125,9 +130,15 @@ func WriteHTML(w io.Writer, d *Document) error {
 	return pageTmpl.ExecuteTemplate(w, "page", data)
 }
 
+// violation is a witness as the page shows it: a table of operations (time
+// since the run started, process, operation, job, token/attempt, outcome),
+// then the final-state facts and the because lines.
 type violation struct {
 	Head, Job string
-	Lines     []string
+	Rows      []checker.Row
+	More      string
+	Facts     []string
+	Because   []string
 }
 
 func verdictClass(v contracts.Verdict) string {
@@ -156,6 +167,8 @@ td a{color:inherit;text-decoration:none;display:block}
 .meta{color:#57606a;font-size:13px;margin:4px 0}
 .hists{display:flex;flex-wrap:wrap;gap:12px;margin-top:8px}
 svg{display:block;border:1px solid #eaeef2;margin-top:8px;max-width:100%;height:auto}
+.witness{margin:8px 0 12px}.wt td,.wt th{font-size:12px;padding:2px 6px}
+.facts,.because{margin:4px 0;padding-left:20px;font-size:13px}.because li{color:#57606a}
 .cmd{background:#0d1117;color:#e6edf3;padding:6px 10px;border-radius:4px;display:block;white-space:pre-wrap;word-break:break-all}
 `
 
@@ -199,8 +212,13 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
 {{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
 {{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}
-{{range .Violations}}<p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>{{if .Lines}}<pre>{{range .Lines}}{{.}}
-{{end}}</pre>{{end}}{{end}}
+{{range .Violations}}<div class="witness"><p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>
+{{if .Rows}}<table class="wt"><tr><th>time</th><th>process</th><th>operation</th><th>job</th><th>token/attempt</th><th>outcome</th></tr>
+{{range .Rows}}<tr><td>{{.At}}</td><td>{{.Process}}</td><td><code>{{.Op}}</code></td><td><code>{{.Job}}</code></td><td>{{.Token}}</td><td><code>{{.Outcome}}</code></td></tr>
+{{end}}</table>{{end}}{{if .More}}<p class="meta">{{.More}}</p>{{end}}
+{{if .Facts}}<ul class="facts">{{range .Facts}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Because}}<ul class="because">{{range .Because}}<li>because {{.}}</li>{{end}}</ul>{{end}}</div>
+{{end}}
 {{if .Timeline}}{{.Timeline}}{{end}}
 {{if .Hists}}<div class="hists">{{range .Hists}}{{.}}{{end}}</div>{{end}}
 {{if .Depth}}{{.Depth}}{{end}}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 )
 
@@ -149,7 +150,8 @@ func oneLine(s string) string {
 	return s
 }
 
-// witnessText is the violations of r with up to max witness lines each.
+// witnessText is the violations of r, each as its witness table (at most
+// max operations), facts and because lines.
 func witnessText(r contracts.Result, max int) string {
 	var b strings.Builder
 	for i, v := range r.Violations {
@@ -157,17 +159,14 @@ func witnessText(r contracts.Result, max int) string {
 			fmt.Fprintf(&b, "… %d more violations\n", len(r.Violations)-i)
 			break
 		}
-		fmt.Fprintf(&b, "%s", v.Property)
-		if v.Job != "" {
-			fmt.Fprintf(&b, " (job %s)", v.Job)
+		more := 0
+		if len(v.Witness) > max {
+			more = len(v.Witness) - max
+			v.Witness = v.Witness[:max]
 		}
-		fmt.Fprintf(&b, ": %s\n", v.Message)
-		for j, op := range v.Witness {
-			if j == max {
-				fmt.Fprintf(&b, "  … %d more lines\n", len(v.Witness)-j)
-				break
-			}
-			fmt.Fprintf(&b, "  %s\n", op.String())
+		_ = checker.WriteText(&b, v, "")
+		if more > 0 {
+			fmt.Fprintf(&b, "  … %d more operations in result.json\n", more)
 		}
 	}
 	return b.String()

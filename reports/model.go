@@ -24,8 +24,9 @@ import (
 // a field bumps it; adding a field does not.
 const Schema = "durachk.result/v1"
 
-// Version is durachk's own version, stamped into every document.
-var Version = "0.1.0-dev"
+// Version is durachk's own version, stamped into every document: the module
+// version from the build information (see ReadBuild).
+var Version = ReadBuild().Version
 
 // MaxHistoryOps bounds the history sample kept per result (see SampleHistory).
 const MaxHistoryOps = 4000
@@ -272,15 +273,9 @@ func ReadJSON(path string) (*Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read result: %w", err)
 	}
-	var d Document
-	if err := json.Unmarshal(b, &d); err != nil {
+	d, err := DecodeJSON(b)
+	if err != nil {
 		return nil, fmt.Errorf("read result %s: %w", path, err)
-	}
-	if d.Schema != Schema {
-		return nil, fmt.Errorf("read result %s: schema %q, this durachk reads %q", path, d.Schema, Schema)
-	}
-	if d.Summary == nil {
-		d.Summary = map[string]int{}
 	}
 	d.Histories = map[string][]history.Op{}
 	dir := filepath.Dir(path)
@@ -297,5 +292,5 @@ func ReadJSON(path string) (*Document, error) {
 		}
 		d.Histories[k] = ops
 	}
-	return &d, nil
+	return d, nil
 }

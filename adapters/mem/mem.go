@@ -34,6 +34,11 @@ type Options struct {
 	// BreakOrder is a deliberately broken FIFO (newest first) that still claims
 	// FIFO: the negative control of order.fifo. Never set it otherwise.
 	BreakOrder bool
+	// UnfencedAck accepts acks (and nacks, extensions, dead-letters) with a
+	// stale token, even of a message acked since (as SQS deletes with an old
+	// receipt handle), while still claiming fenced acks: the negative control
+	// of stale_ack_accepted. Never set it otherwise.
+	UnfencedAck bool
 }
 
 type message struct {
@@ -185,6 +190,9 @@ func (q *Queue) current(d adapters.Delivery) (*message, error) {
 	}
 	for _, m := range q.msgs {
 		if m.id == id {
+			if q.opts.UnfencedAck {
+				return m, nil // whatever became of it: the handle is all it checks
+			}
 			if m.gone {
 				return nil, adapters.ErrLeaseLost
 			}

@@ -69,6 +69,11 @@ type Features struct {
 	// Queue's next Lease (or its connection's end), not by the clock: until then
 	// Inspect reports it in flight.
 	ExpiryOnNextLease bool
+	// PendingInFlight: the broker holds a delivered job as unacknowledged
+	// until it is acked or delivered again, whether its lease is live, ran
+	// out, or it was nacked with a delay: Inspect lists it in flight until
+	// the next Lease takes it (JetStream's ack pending).
+	PendingInFlight bool
 	// StaleIsLost: the broker cannot tell a superseded delivery from a finished
 	// one; the port allows ErrStaleToken or ErrLeaseLost for either.
 	StaleIsLost bool

@@ -60,17 +60,20 @@ func runQueues(t *testing.T, raw string) []string {
 	return urls
 }
 
-// TestRedriveProfiles runs retry.bounded on a queue without a RedrivePolicy and
-// on one with maxReceiveCount=3, with the reference pipeline and with the
-// unbounded-retry sabotage (a consumer that ignores the receive count).
+// TestRedriveProfiles runs retry.bounded on a queue without a RedrivePolicy,
+// on one with maxReceiveCount=3 (= the jobs' maxAttempts) and on one with
+// maxReceiveCount=10, with the reference pipeline and with the unbounded-retry
+// sabotage (a consumer that ignores the receive count).
 //
-// What it shows: the reference pipeline bounds a poison job on both profiles,
-// because it dead-letters a delivery whose ApproximateReceiveCount exceeds
-// maxAttempts (pipeline/worker.go) — SQS counts receives with or without a
-// RedrivePolicy. The profiles differ once the consumer does not bound itself:
-// without a RedrivePolicy nothing stops the crash loop (a violation whose
-// witness carries the receive count), with one SQS moves the message to the DLQ.
-// After every run no queue of the run is left (ListQueues with the prefix).
+// What it shows: the reference pipeline bounds a poison job itself, because it
+// dead-letters a delivery whose ApproximateReceiveCount exceeds maxAttempts
+// (pipeline/worker.go) — SQS counts receives with or without a RedrivePolicy —
+// as long as SQS does not move the message first. With maxReceiveCount=3 SQS
+// redrives the poison job on its 4th receive, before the pipeline sees it: the
+// broker's own action, never a pipeline outcome (moved_by_broker, with SQS's
+// reason). Without a RedrivePolicy a consumer that does not count loops
+// (attempts_over_budget, the witness carries the receive count). After every
+// run no queue of the run is left (ListQueues with the prefix).
 func TestRedriveProfiles(t *testing.T) {
 	c, err := contracts.Lookup("retry.bounded")
 	if err != nil {
@@ -81,11 +84,13 @@ func TestRedriveProfiles(t *testing.T) {
 		knobs    string
 		sabotage bool
 		want     contracts.Verdict
+		prop     contracts.Property // the first violation's, for a violation
 	}{
-		{"no redrive, reference pipeline", "name=no-redrive", false, contracts.Pass},
-		{"redrive 3, reference pipeline", "name=redrive3&redrive.maxReceiveCount=3", false, contracts.Pass},
-		{"no redrive, consumer ignores the receive count", "name=no-redrive", true, contracts.Violated},
-		{"redrive 3, consumer ignores the receive count", "name=redrive3&redrive.maxReceiveCount=3", true, contracts.Pass},
+		{"no redrive, reference pipeline", "name=no-redrive", false, contracts.Pass, ""},
+		{"redrive 10, reference pipeline", "name=redrive10&redrive.maxReceiveCount=10", false, contracts.Pass, ""},
+		{"redrive 3, reference pipeline", "name=redrive3&redrive.maxReceiveCount=3", false, contracts.Violated, contracts.PropMovedByBroker},
+		{"no redrive, consumer ignores the receive count", "name=no-redrive", true, contracts.Violated, contracts.PropOverBudget},
+		{"redrive 3, consumer ignores the receive count", "name=redrive3&redrive.maxReceiveCount=3", true, contracts.Violated, contracts.PropMovedByBroker},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,7 +121,10 @@ func TestRedriveProfiles(t *testing.T) {
 			if r.Verdict != tc.want {
 				t.Errorf("verdict %s (%s), want %s", r.Verdict, r.Reason, tc.want)
 			}
-			if tc.want == contracts.Violated {
+			if tc.want == contracts.Violated && (len(r.Violations) == 0 || r.Violations[0].Property != tc.prop) {
+				t.Errorf("violations %+v, want %s first", r.Violations, tc.prop)
+			}
+			if tc.prop == contracts.PropOverBudget {
 				if len(r.Violations) == 0 || !hasReceiveCount(r.Violations[0].Witness, 4) {
 					t.Errorf("the witness does not show a receive count above maxAttempts: %+v", r.Violations)
 				}

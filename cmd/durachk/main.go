@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -15,7 +16,9 @@ import (
 
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/lazyfs"
+	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
+	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/reports"
 )
@@ -23,9 +26,29 @@ import (
 func main() {
 	err := run(os.Args[1:])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "durachk:", err)
+		fmt.Fprintln(os.Stderr, "durachk:", redact.Line(err.Error()))
 	}
 	os.Exit(cli.Code(err))
+}
+
+// emptyFlags refuses a flag given with an empty value (`--target ”`, often an
+// unset variable): it would silently mean the default.
+func emptyFlags(cmd *cobra.Command) error {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		empty := f.Value.String() == ""
+		if sv, ok := f.Value.(interface{ GetSlice() []string }); ok {
+			vs := sv.GetSlice()
+			empty = len(vs) == 0 || slices.Contains(vs, "")
+		}
+		if empty {
+			return cli.ConfigError(fmt.Errorf("--%s: empty value (an unset variable?): give a value or leave the flag out", name))
+		}
+	}
+	return nil
 }
 
 // commandLine is the command as typed, quoted where needed, credentials redacted.
@@ -51,6 +74,10 @@ func run(args []string) error {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.ConfigError(err) })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return emptyFlags(cmd) }
+	build := reports.ReadBuild()
+	root.Version = build.String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetArgs(args)
 	command := commandLine(args)
 
@@ -195,6 +222,46 @@ func run(args []string) error {
 			return lazyfs.ServeRemote(args, os.Stdin, cmd.OutOrStdout())
 		},
 	}
+	var natsDir string
+	natsServerCmd := &cobra.Command{
+		Use:    natsserver.Command,
+		Short:  "Serve a private NATS JetStream server (started by durachk itself; config on stdin)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return natsserver.Main(natsDir, os.Stdin)
+		},
+	}
+	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
+
+	var ko cli.CheckOptions
+	var fifo, fencedAck, relayRan, approx bool
+	checkCmd := &cobra.Command{
+		Use:   "check history.jsonl [--final final.json]",
+		Short: "Judge a recorded history (and the final state of broker and store) with the checker",
+		Long: "Judge a recorded history with the checker: the verdict, each property's answer and every\n" +
+			"violation with its witness. The formats are in docs/checker.md. Without --final the\n" +
+			"properties that rest on the final state are unknown. Exit codes as for run.",
+		Args: exactlyOneHistory,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ko.History = args[0]
+			for name, dst := range map[string]**bool{"fifo": &ko.FIFO, "fenced-ack": &ko.FencedAck, "relay-ran": &ko.RelayRan, "approximate-leases": &ko.ApproximateLeases} {
+				if cmd.Flags().Changed(name) {
+					v, _ := cmd.Flags().GetBool(name)
+					*dst = &v
+				}
+			}
+			return cli.Check(ko, cmd.OutOrStdout())
+		},
+	}
+	kf := checkCmd.Flags()
+	kf.StringVar(&ko.Final, "final", "", "final state of store and broker (JSON, docs/checker.md)")
+	kf.StringVar(&ko.Format, "format", "text", "text or json")
+	kf.BoolVar(&fifo, "fifo", false, "the target claims FIFO within a group (default: the final-state file's)")
+	kf.BoolVar(&fencedAck, "fenced-ack", false, "the broker claims to reject stale acks")
+	kf.BoolVar(&relayRan, "relay-ran", false, "an outbox relay ran: every event must be applied")
+	kf.BoolVar(&approx, "approximate-leases", false, "the broker's leases are approximate")
+	kf.StringArrayVar(&ko.Canaries, "canary", nil, "a string planted in payloads that must never reach a dead-letter record; repeatable")
 
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
@@ -209,7 +276,17 @@ func run(args []string) error {
 	replayCmd.Flags().StringArrayVar(&ro.Contracts, "contract", nil, "replay only this contract; repeatable")
 	replayCmd.Flags().StringArrayVar(&ro.Targets, "target", nil, "URL (with credentials) of a real target of the run, matched by its name; repeatable")
 
-	root.AddCommand(runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, workerCmd, watchdogCmd, lazyfsCmd)
+	versionCmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print durachk's module version, VCS revision and Go version (same as --version)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), build.String())
+			return nil
+		},
+	}
+
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -228,6 +305,13 @@ func noArgs(_ *cobra.Command, args []string) error {
 func exactlyOne(_ *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return cli.ConfigError(fmt.Errorf("want exactly one result.json, got %d arguments", len(args)))
+	}
+	return nil
+}
+
+func exactlyOneHistory(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return cli.ConfigError(fmt.Errorf("check: name one history file, got %d arguments", len(args)))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/config"
 	"github.com/durachk/durachk/internal/runner"
@@ -91,7 +92,7 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 		return resolveMem(spec)
 	}
 	if !strings.Contains(spec, "://") {
-		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", spec))
+		return nil, ConfigError(fmt.Errorf("target %q: want mem or a broker URL", targets.Echo(spec)))
 	}
 	s, err := targets.Parse(spec)
 	if err != nil {
@@ -116,6 +117,9 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 func specs(o *RunOptions) ([]string, string, error) {
 	var out []string
 	store := ""
+	if err := checkSpecs(o.Targets); err != nil {
+		return nil, "", err
+	}
 	if o.Config != "" {
 		c, err := config.Load(o.Config)
 		if err != nil {
@@ -192,17 +196,34 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	tw.Flush()
 	for _, r := range doc.Results {
 		if r.Contract != "" && strings.HasPrefix(r.Contract, "scenario/") {
-			fmt.Fprintf(w, "%s: accepted %d, applied %d, dead-lettered %d, cancelled %d, duplicates dropped %d, events dead-lettered %d, circuit opened %d\n", r.Contract,
-				r.Stats.Accepted, r.Stats.Applied, r.Stats.DeadLettered, r.Stats.Cancelled, r.Stats.DroppedRepeats, r.Stats.EventsDeadLettered, r.Stats.CircuitOpens)
+			fmt.Fprintf(w, "%s: %s; cancelled %d, events dead-lettered %d, circuit opened %d\n", r.Contract, SeedColumns(r.Stats),
+				r.Stats.Cancelled, r.Stats.EventsDeadLettered, r.Stats.CircuitOpens)
 		}
 	}
 	for _, r := range doc.Results {
 		if r.Verdict != contracts.Pass {
 			fmt.Fprintf(w, "%s %s: %s: %s\n", r.Target, r.Contract, r.Verdict, r.Reason)
+			for i, v := range r.Violations {
+				if i == maxWitnessesShown {
+					fmt.Fprintf(w, "  … %d more violations in result.json and report.html\n", len(r.Violations)-i)
+					break
+				}
+				_ = checker.WriteText(w, v, "  ")
+			}
 		}
 	}
 	fmt.Fprintf(w, "\n%d pass, %d violation, %d unknown, %d skipped (seed %d, measured on %s)\n",
 		doc.Summary["pass"], doc.Summary["violation"], doc.Summary["unknown"], doc.Summary["skipped"], doc.Seed, measuredOn(doc))
+}
+
+// maxWitnessesShown bounds the witnesses printed per result.
+const maxWitnessesShown = 2
+
+// SeedColumns are the seed design's counts: accepted, lost, applied twice,
+// repeats dropped, dead-lettered by design and otherwise.
+func SeedColumns(st contracts.Stats) string {
+	return fmt.Sprintf("accepted %d, lost %d, applied twice %d, repeats dropped %d, dead-lettered by design %d, dead-lettered otherwise %d",
+		st.Accepted, st.Lost, st.AppliedTwice, st.RepeatsDropped, st.DeadLetteredByDesign, st.DeadLetteredOtherwise)
 }
 
 func measuredOn(doc *reports.Document) string {
@@ -256,61 +277,100 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 	return tw.Flush()
 }
 
-// Selftest runs every sabotage of the selected contracts and shows that the
-// checker flags each with a witness. It fails (exit 1) if any sabotage passes.
+// Selftest runs every sabotage of the selected contracts (and of the seed
+// scenarios that carry one) and shows that the checker flags each with the
+// properties it declares, each with a witness. It fails (exit 1) naming every
+// sabotage that was not caught and the properties that stayed silent.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
+	if err := checkJobs(o.Jobs); err != nil {
+		return err
+	}
 	rs, err := resolveAll(ctx, &o, nil)
 	if err != nil {
 		return err
 	}
-	cs, err := contracts.Select(o.Contracts)
+	cs, err := contracts.SelfTestContracts(o.Contracts)
 	if err != nil {
 		return ConfigError(err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tCONTRACT\tSABOTAGE\tCAUGHT\tVERDICT\tWITNESS")
-	caught, total, skipped := 0, 0, 0
-	var missed []string
-	tried, contractMissed := map[string]bool{}, map[string]bool{}
+	fmt.Fprintln(tw, "TARGET\tCONTRACT\tSABOTAGE\tMUST RAISE\tCAUGHT\tVERDICT\tRAISED")
+	var all []contracts.SabotageResult
 	for _, rt := range rs {
-		t := rt.Target
-		for _, c := range cs {
-			for _, s := range c.Sabotages {
-				r, err := contracts.EvaluateSabotage(ctx, t, c, s, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
-				if err != nil {
-					return ConfigError(err)
-				}
-				if r.Verdict == contracts.Skipped {
-					skipped++
-					fmt.Fprintf(tw, "%s\t%s\t%s\t-\tskipped\t%s\n", t.Name(), c.ID, s.Name, r.Reason)
-					continue
-				}
-				total++
-				tried[t.Name()+"/"+c.ID] = true
-				ok := r.Verdict == contracts.Violated && len(r.Violations) > 0 && len(r.Violations[0].Witness) > 0
-				witness := "-"
-				if len(r.Violations) > 0 {
-					witness = fmt.Sprintf("%s (%d lines)", r.Violations[0].Property, len(r.Violations[0].Witness))
-				}
+		res, err := contracts.SelfTest(ctx, rt.Target, cs, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
+		if err != nil {
+			return ConfigError(err)
+		}
+		for _, r := range res {
+			must := propertyList(r.Sabotage.Raises)
+			switch {
+			case r.Skipped():
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\tskipped\t%s\n", rt.Name(), r.Contract, r.Sabotage.Name, must, r.Result.Reason)
+			default:
 				mark := "yes"
-				if ok {
-					caught++
-				} else {
+				if !r.Caught {
 					mark = "NO"
-					contractMissed[t.Name()+"/"+c.ID] = true
-					missed = append(missed, c.ID+"/"+s.Name)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name(), c.ID, s.Name, mark, r.Verdict, witness)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rt.Name(), r.Contract, r.Sabotage.Name, must, mark, r.Result.Verdict, raised(r.Result))
 			}
 		}
+		all = append(all, res...)
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d of %d contracts caught every sabotage; %d of %d sabotages caught, each with a witness (%d skipped)\n",
-		len(tried)-len(contractMissed), len(tried), caught, total, skipped)
-	if len(missed) > 0 {
-		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("sabotages not caught: %s", strings.Join(missed, ", "))}
+	caught, total, skipped := 0, 0, 0
+	shown := map[contracts.Property]bool{}
+	for _, r := range all {
+		switch {
+		case r.Skipped():
+			skipped++
+		case r.Caught:
+			caught++
+			total++
+			for _, p := range r.Sabotage.Raises {
+				shown[p] = true
+			}
+		default:
+			total++
+		}
+	}
+	var silent []string
+	for _, spec := range checker.Properties {
+		if !shown[spec.Name] {
+			silent = append(silent, string(spec.Name))
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d of %d sabotages caught by the properties they declare, each with a witness (%d skipped); %d of %d properties shown to fire",
+		caught, total, skipped, len(checker.Properties)-len(silent), len(checker.Properties))
+	if len(silent) > 0 && len(o.Contracts) == 0 {
+		fmt.Fprintf(stdout, " (not shown here: %s)", strings.Join(silent, ", "))
+	}
+	fmt.Fprintln(stdout)
+	if err := contracts.Missed(all); err != nil {
+		return &ExitError{Code: ExitViolation, Err: err}
 	}
 	return nil
+}
+
+func propertyList(ps []contracts.Property) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return strings.Join(out, ", ")
+}
+
+// raised lists the properties a result raised, with their counts.
+func raised(r contracts.Result) string {
+	if len(r.Stats.Violations) == 0 {
+		return "-"
+	}
+	var out []string
+	for _, spec := range checker.Properties {
+		if n := r.Stats.Violations[string(spec.Name)]; n > 0 {
+			out = append(out, fmt.Sprintf("%s ×%d", spec.Name, n))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Stderr is where commands report errors; a variable for tests.
@@ -334,21 +394,25 @@ func resolveMem(spec string) (*target, error) {
 	}
 	q, err := url.ParseQuery(strings.TrimPrefix(spec, "mem?"))
 	if err != nil {
-		return nil, ConfigError(fmt.Errorf("target %q: %v", spec, err))
+		return nil, ConfigError(fmt.Errorf("target %q: %v", reports.Clip(spec), err))
 	}
+	echo := reports.Clip(spec)
 	settings := map[string]string{}
 	for k := range q {
+		if len(q[k]) > 1 {
+			return nil, ConfigError(fmt.Errorf("%w: %s: setting %q given %d times", targets.ErrBadTarget, echo, reports.Clip(k), len(q[k])))
+		}
 		switch k {
 		case "name":
 		case "delivery_limit":
 			n, err := strconv.Atoi(q.Get(k))
 			if err != nil || n < 0 {
-				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", spec, q.Get(k)))
+				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", echo, reports.Clip(q.Get(k))))
 			}
 			mt.DeliveryLimit = n
 			settings[k] = q.Get(k)
 		default:
-			return nil, ConfigError(fmt.Errorf("%w: %s: unknown setting %q (mem takes name and delivery_limit)", targets.ErrBadTarget, spec, k))
+			return nil, ConfigError(fmt.Errorf("%w: %s: unknown setting %q (mem takes name and delivery_limit)", targets.ErrBadTarget, echo, reports.Clip(k)))
 		}
 	}
 	var t contracts.Target = mt

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/reaper"
+	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
 )
@@ -28,8 +30,14 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 	for _, spec := range ss {
 		t, err := resolve(ctx, spec, store, nil)
 		if err != nil {
-			fmt.Fprintf(w, "%s: UNREACHABLE: %v\n\n", reports.RedactURL(spec), scrub(err.Error(), reports.Secrets(spec)))
-			failed = append(failed, reports.RedactURL(spec))
+			secrets := append(reports.Secrets(spec), reports.Secrets(store)...)
+			fmt.Fprintf(w, "%s: UNREACHABLE: %v\n\n", reports.Clip(reports.RedactURL(spec)), redact.Line(scrub(err.Error(), secrets)))
+			var se *targets.StoreError
+			if errors.As(err, &se) {
+				failed = append(failed, "effect store "+reports.Clip(reports.RedactURL(se.URL)))
+			} else {
+				failed = append(failed, reports.Clip(reports.RedactURL(spec)))
+			}
 			continue
 		}
 		ti := t.info

@@ -167,7 +167,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 		t.Skip("DURACHK_PG_URL is not set (the local Postgres); .ci/run sets it")
 	}
 	kinds := []struct{ kind, env string }{
-		{"postgres", "DURACHK_PG_URL"}, {"redis", "DURACHK_REDIS_URL"}, {"amqp", "DURACHK_AMQP_URL"},
+		{"postgres", "DURACHK_PG_URL"}, {"redis", "DURACHK_REDIS_URL"}, {"amqp", "DURACHK_AMQP_URL"}, {"nats", "DURACHK_NATS_URL"},
 	}
 	bin := durachkBinary(t)
 	// The parent-death signal alone (no watchdog, no cgroup) ends RabbitMQ's
@@ -194,6 +194,9 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 				spec, err := targets.Parse(target)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if k.kind == "nats" {
+					t.Setenv("DURACHK_BIN", bin) // the private server is durachk itself, not this test binary
 				}
 				if err := targets.CanKillBroker(spec); err != nil {
 					t.Skip(err)

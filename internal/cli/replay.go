@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/durachk/durachk/contracts"
@@ -29,40 +31,65 @@ func Replay(ctx context.Context, o ReplayOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return ConfigError(err)
 	}
+	infos := map[string]reports.TargetInfo{}
+	var names []string
+	for _, ti := range doc.Targets {
+		infos[ti.Name] = ti
+		names = append(names, ti.Name)
+	}
 	given := map[string]*target{}
 	for _, spec := range o.Targets {
 		t, err := resolve(ctx, spec, "", &logWriter{w: stderr})
 		if err != nil {
 			return err
 		}
+		if _, ok := infos[t.Name()]; !ok {
+			return ConfigError(fmt.Errorf("replay: --target %s is named %q, which %s does not have (its targets: %s)",
+				reports.Clip(reports.RedactURL(spec)), t.Name(), o.Result, strings.Join(names, ", ")))
+		}
 		given[t.Name()] = t
-	}
-	infos := map[string]reports.TargetInfo{}
-	for _, ti := range doc.Targets {
-		infos[ti.Name] = ti
 	}
 	want := map[string]bool{}
 	for _, id := range o.Contracts {
+		if _, err := lookupAny(id); err != nil {
+			return ConfigError(fmt.Errorf("replay: %w", err))
+		}
 		want[id] = true
 	}
-	var differ []string
-	replayed := 0
+	// Everything asked for must be replayable before anything runs.
+	has := map[string]bool{}
+	var todo []contracts.Result
 	for _, rec := range doc.Results {
+		has[rec.Contract] = true
 		if len(want) > 0 && !want[rec.Contract] {
 			continue
 		}
+		todo = append(todo, rec)
+	}
+	for _, id := range o.Contracts {
+		if !has[id] {
+			return ConfigError(fmt.Errorf("replay: %s has no result of %s", o.Result, id))
+		}
+	}
+	if len(todo) == 0 {
+		return ConfigError(fmt.Errorf("replay: %s has no result to replay", o.Result))
+	}
+	var missing []string
+	for _, rec := range todo {
+		if given[rec.Target] == nil && !embedded(infos[rec.Target]) && !slices.Contains(missing, rec.Target) {
+			missing = append(missing, rec.Target)
+		}
+	}
+	if len(missing) > 0 {
+		return ConfigError(fmt.Errorf("replay: %s measured real target(s) %s: give --target with the URL of each (result.json keeps no credentials)",
+			o.Result, strings.Join(missing, ", ")))
+	}
+	var differ []string
+	replayed := 0
+	for _, rec := range todo {
 		t := given[rec.Target]
 		if t == nil {
-			ti := infos[rec.Target]
-			if ti.Endpoint != "embedded" && !strings.HasPrefix(ti.URL, "mem") {
-				fmt.Fprintf(stdout, "%s/%s: not replayed: give --target with the URL of %q (result.json keeps no credentials)\n", rec.Target, rec.Contract, rec.Target)
-				continue
-			}
-			spec := ti.URL
-			if spec == "" {
-				spec = "mem"
-			}
-			if t, err = resolve(ctx, spec, "", nil); err != nil {
+			if t, err = resolveMem(memSpec(infos[rec.Target])); err != nil {
 				return err
 			}
 		}
@@ -122,4 +149,26 @@ func sabotageNamed(c *contracts.Contract, name string) (contracts.Sabotage, bool
 		}
 	}
 	return contracts.Sabotage{}, false
+}
+
+// embedded reports whether a recorded target is the embedded one, which
+// replay rebuilds from the record itself.
+func embedded(ti reports.TargetInfo) bool {
+	return ti.Endpoint == "embedded" || ti.Kind == "mem"
+}
+
+// memSpec rebuilds the --target of a recorded embedded target: its name and
+// its knobs (delivery_limit, ...), so that a replay runs what was measured.
+func memSpec(ti reports.TargetInfo) string {
+	q := url.Values{}
+	if ti.Name != "" && ti.Name != "mem" {
+		q.Set("name", ti.Name)
+	}
+	for k, v := range ti.Settings {
+		q.Set(k, v)
+	}
+	if len(q) == 0 {
+		return "mem"
+	}
+	return "mem?" + q.Encode()
 }

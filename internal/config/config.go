@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"sort"
@@ -27,6 +28,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/durachk/durachk/internal/redact"
 )
 
 // ErrConfig marks every error of a configuration file.
@@ -81,6 +84,10 @@ func Parse(b []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err != io.EOF {
+		return nil, fmt.Errorf("%w: more than one YAML document (one file, one mapping)", ErrConfig)
+	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%w: want a mapping with seed, targets and store", ErrConfig)
 	}
@@ -89,8 +96,11 @@ func Parse(b []byte) (*Config, error) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("%w: line %d: a key must be a name", ErrConfig, k.Line)
+		}
 		if seen[k.Value] {
-			return nil, fmt.Errorf("%w: line %d: key %q given twice", ErrConfig, k.Line, k.Value)
+			return nil, fmt.Errorf("%w: line %d: key %q given twice", ErrConfig, k.Line, clip(k.Value))
 		}
 		seen[k.Value] = true
 		switch k.Value {
@@ -101,7 +111,7 @@ func Parse(b []byte) (*Config, error) {
 			}
 			n, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%w: line %d: seed %q: want a non-negative integer", ErrConfig, v.Line, s)
+				return nil, fmt.Errorf("%w: line %d: seed %q: want a non-negative integer", ErrConfig, v.Line, clip(s))
 			}
 			c.Seed, c.HasSeed = n, true
 		case "store":
@@ -109,10 +119,16 @@ func Parse(b []byte) (*Config, error) {
 			if err != nil {
 				return nil, err
 			}
+			if u, err := url.Parse(s); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+				return nil, fmt.Errorf("%w: line %d: store: want a postgres:// URL (the effect store is Postgres)", ErrConfig, v.Line)
+			}
 			c.Store = s
 		case "targets":
 			if v.Kind != yaml.SequenceNode {
 				return nil, fmt.Errorf("%w: line %d: targets: want a list", ErrConfig, v.Line)
+			}
+			if len(v.Content) == 0 {
+				return nil, fmt.Errorf("%w: line %d: targets: empty list: name at least one target, or leave targets out", ErrConfig, v.Line)
 			}
 			for j, tn := range v.Content {
 				t, err := target(tn, j)
@@ -122,11 +138,14 @@ func Parse(b []byte) (*Config, error) {
 				c.Targets = append(c.Targets, t)
 			}
 		default:
-			return nil, fmt.Errorf("%w: line %d: unknown key %q (known: seed, targets, store)", ErrConfig, k.Line, k.Value)
+			return nil, fmt.Errorf("%w: line %d: unknown key %q (known: seed, targets, store)", ErrConfig, k.Line, clip(k.Value))
 		}
 	}
 	names := map[string]bool{}
 	for _, t := range c.Targets {
+		if t.Name == "" {
+			continue // named after its kind later; the run refuses two alike
+		}
 		if names[t.Name] {
 			return nil, fmt.Errorf("%w: target name %q used twice", ErrConfig, t.Name)
 		}
@@ -136,11 +155,21 @@ func Parse(b []byte) (*Config, error) {
 }
 
 func scalar(n *yaml.Node, what string) (string, error) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
 	if n.Kind != yaml.ScalarNode {
 		return "", fmt.Errorf("%w: line %d: %s: want a single value", ErrConfig, n.Line, what)
 	}
+	if n.Tag == "!!null" {
+		return "", fmt.Errorf("%w: line %d: %s: no value", ErrConfig, n.Line, what)
+	}
 	return Expand(n.Value, what)
 }
+
+// maxKnobNodes bounds the nodes one target's knobs may visit, so that nested
+// aliases cannot expand a small file into millions of knobs.
+const maxKnobNodes = 1000
 
 // Expand replaces ${VAR} with the environment variable VAR; an unset variable
 // is an error naming it. $$ is a literal $; any other $ stays as it is.
@@ -184,8 +213,17 @@ func target(n *yaml.Node, idx int) (Target, error) {
 	}
 	t := Target{Knobs: map[string]string{}}
 	raw := ""
+	seen := map[string]bool{}
+	budget := maxKnobNodes
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return Target{}, fmt.Errorf("%w: line %d: %s: a key must be a name", ErrConfig, k.Line, where)
+		}
+		if seen[k.Value] {
+			return Target{}, fmt.Errorf("%w: line %d: %s: key %q given twice", ErrConfig, k.Line, where, clip(k.Value))
+		}
+		seen[k.Value] = true
 		switch k.Value {
 		case "url":
 			s, err := scalar(v, where+".url")
@@ -198,9 +236,12 @@ func target(n *yaml.Node, idx int) (Target, error) {
 			if err != nil {
 				return Target{}, err
 			}
+			if s == "" {
+				return Target{}, fmt.Errorf("%w: line %d: %s.name: empty", ErrConfig, v.Line, where)
+			}
 			t.Name = s
 		default:
-			if err := flatten(k.Value, v, where, t.Knobs); err != nil {
+			if err := flatten(k.Value, v, where, t.Knobs, &budget); err != nil {
 				return Target{}, err
 			}
 		}
@@ -208,9 +249,12 @@ func target(n *yaml.Node, idx int) (Target, error) {
 	if raw == "" {
 		return Target{}, fmt.Errorf("%w: line %d: %s: url is missing", ErrConfig, n.Line, where)
 	}
-	if raw != "mem" {
+	if raw != "mem" && !strings.HasPrefix(raw, "mem?") {
 		if u, err := url.Parse(raw); err != nil || u.Scheme == "" {
 			return Target{}, fmt.Errorf("%w: %s.url: want mem or a broker URL", ErrConfig, where)
+		}
+		if strings.Contains(raw, "#") {
+			return Target{}, fmt.Errorf("%w: %s.url: a fragment (#...) is not part of a broker URL", ErrConfig, where)
 		}
 	}
 	// Append knobs in a stable order, keeping any the URL already has.
@@ -242,25 +286,50 @@ func target(n *yaml.Node, idx int) (Target, error) {
 	return t, nil
 }
 
-// flatten writes v under key into out: nested maps become dotted names.
-func flatten(key string, v *yaml.Node, where string, out map[string]string) error {
+// flatten writes v under key into out: nested maps become dotted names. A
+// knob reached twice (`stream: {maxlen: 1}` and `stream.maxlen: 2`) is an
+// error; budget counts the nodes visited.
+func flatten(key string, v *yaml.Node, where string, out map[string]string, budget *int) error {
+	if *budget--; *budget < 0 {
+		return fmt.Errorf("%w: line %d: %s: more than %d knob nodes", ErrConfig, v.Line, where, maxKnobNodes)
+	}
 	switch v.Kind {
 	case yaml.ScalarNode:
+		if v.Tag == "!!null" {
+			return fmt.Errorf("%w: line %d: %s.%s: no value (write \"\" for an empty one)", ErrConfig, v.Line, where, clip(key))
+		}
 		s, err := Expand(v.Value, where+"."+key)
 		if err != nil {
 			return err
 		}
+		if _, dup := out[key]; dup {
+			return fmt.Errorf("%w: line %d: %s: knob %q given twice", ErrConfig, v.Line, where, clip(key))
+		}
 		out[key] = s
 	case yaml.MappingNode:
+		seen := map[string]bool{}
 		for i := 0; i+1 < len(v.Content); i += 2 {
-			if err := flatten(key+"."+v.Content[i].Value, v.Content[i+1], where, out); err != nil {
+			k := v.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return fmt.Errorf("%w: line %d: %s.%s: a key must be a name", ErrConfig, k.Line, where, clip(key))
+			}
+			if seen[k.Value] {
+				return fmt.Errorf("%w: line %d: %s.%s: key %q given twice", ErrConfig, k.Line, where, clip(key), clip(k.Value))
+			}
+			seen[k.Value] = true
+			if err := flatten(key+"."+k.Value, v.Content[i+1], where, out, budget); err != nil {
 				return err
 			}
 		}
 	case yaml.AliasNode:
-		return flatten(key, v.Alias, where, out)
+		if v.Alias == nil {
+			return fmt.Errorf("%w: line %d: %s.%s: unknown alias", ErrConfig, v.Line, where, clip(key))
+		}
+		return flatten(key, v.Alias, where, out, budget)
 	default:
 		return fmt.Errorf("%w: line %d: %s.%s: a list is not a knob; write the value as the broker takes it, as one string", ErrConfig, v.Line, where, key)
 	}
 	return nil
 }
+
+func clip(s string) string { return redact.Clip(s) }

@@ -64,7 +64,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// durachk is killed right now.
 	release, err := targets.HoldRun(ctx, probe)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: effect store: %v", targets.ErrBadTarget, spec.Name, err)
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
 	q, err := targets.OpenQueue(ctx, probe)
@@ -73,7 +73,11 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
-	t.caps.BrokerKill = targets.CanKillBroker(spec) == nil
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.caps.Notes = append(t.caps.Notes, contracts.BrokerFaultsNote+err.Error())
+	} else {
+		t.caps.BrokerKill = true
+	}
 	powerLossCaps(spec, &t.caps)
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
@@ -82,8 +86,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.Teardown(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(ctx, probe); err != nil {
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
+	}
+	// The store is another server: name it, not the target, when it fails.
+	if err := targets.TeardownStore(ctx, probe); err != nil {
+		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
@@ -165,6 +173,9 @@ type child struct {
 	exited           bool
 	stoppedAt        time.Time
 	stoppedJob       string
+	// resumedAt: a zombie was resumed and has not yet gone back to leasing:
+	// the run is not over while its stale commit or ack may still come.
+	resumedAt time.Time
 }
 
 type run struct {
@@ -632,9 +643,18 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	}
 }
 
+// anyStopped reports whether a worker is stopped, or was resumed and has not
+// yet finished what it held (it has not leased again, bounded by ten leases).
 func (r *run) anyStopped() bool {
 	for _, c := range r.slots {
 		if !c.stoppedAt.IsZero() {
+			return true
+		}
+		if !c.resumedAt.IsZero() {
+			if c.exited || r.tail.leasedAt[c.name] > c.resumedAt.UnixNano() || time.Since(c.resumedAt) > 10*r.sc.Lease {
+				c.resumedAt = time.Time{}
+				continue
+			}
 			return true
 		}
 	}
@@ -711,7 +731,7 @@ func (r *run) resumeZombies() {
 			if held > r.sc.Lease && (r.tail.fencedByOther(c.stoppedJob, c.name) || held > 10*r.sc.Lease) {
 				r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "continued", Job: c.stoppedJob, Target: c.name})
 				_ = c.cmd.Process.Signal(syscall.SIGCONT)
-				c.stoppedAt = time.Time{}
+				c.stoppedAt, c.resumedAt = time.Time{}, time.Now()
 			}
 		}
 	}

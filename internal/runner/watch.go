@@ -21,6 +21,7 @@ type historyTail struct {
 	offsets   map[string]int64
 	jobs      map[string]*jobTrace
 	lastFault map[string]string // process → job of its latest fault record
+	leasedAt  map[string]int64  // process → time of its latest lease invoke
 }
 
 type jobTrace struct {
@@ -33,7 +34,7 @@ type jobTrace struct {
 }
 
 func newHistoryTail() *historyTail {
-	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}}
+	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}, leasedAt: map[string]int64{}}
 }
 
 // over returns a job executed more than its budget plus one, if any.
@@ -91,7 +92,13 @@ func (w *historyTail) readFile(path string) {
 		}
 		w.offsets[path] += int64(len(line))
 		var op history.Op
-		if json.Unmarshal(line, &op) != nil || op.Job == "" {
+		if json.Unmarshal(line, &op) != nil {
+			continue
+		}
+		if op.F == history.Lease && op.Type == history.Invoke {
+			w.leasedAt[op.Process] = op.T
+		}
+		if op.Job == "" {
 			continue
 		}
 		switch {

@@ -101,6 +101,9 @@ func parseRabbit(raw string, u *url.URL) (Spec, error) {
 			}
 		}
 	}
+	if err := checkRabbitKnobs(opts); err != nil {
+		return Spec{}, err
+	}
 	if v, ok := opts["delayed-nack"]; ok && !oneOf(v, "requeue", "delay-queue") {
 		return Spec{}, fmt.Errorf("%w: delayed-nack=%q: want requeue or delay-queue", ErrBadTarget, v)
 	}

@@ -114,13 +114,19 @@ func schemes() string {
 // Parse reads a --target value: a broker URL with the broker's knobs as query
 // parameters.
 func Parse(raw string) (Spec, error) {
+	if err := checkRaw(raw); err != nil {
+		return Spec{}, err
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Redact(raw))
+		return Spec{}, fmt.Errorf("%w: cannot parse %s", ErrBadTarget, Echo(raw))
 	}
 	k, ok := kinds[u.Scheme]
 	if !ok {
-		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Redact(raw), u.Scheme, schemes())
+		return Spec{}, fmt.Errorf("%w: %s: unknown broker kind %q (known: mem, %s)", ErrBadTarget, Echo(raw), redact.Clip(u.Scheme), schemes())
+	}
+	if err := checkURL(raw, u); err != nil {
+		return Spec{}, err
 	}
 	control, err := parseControl(u)
 	if err != nil {
@@ -235,6 +241,11 @@ func CanKillBroker(s Spec) error {
 	k, err := kindOf(s)
 	if err != nil {
 		return err
+	}
+	if s.Kind == "postgres" && s.Options["transactional_ack"] == "true" {
+		// The ack commits in the effect store's transaction: the queue must live in
+		// the store's database, and the store stays outside every fault.
+		return errors.New("with transactional_ack the queue lives in the effect store's database, which no fault may kill")
 	}
 	if s.ControlKills() {
 		return canControlKill(s)

@@ -1,0 +1,119 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/redact"
+)
+
+// ErrBadResult marks a result document that is not one durachk wrote: a
+// report of it would show verdicts no run produced.
+var ErrBadResult = errors.New("not a durachk result")
+
+// DecodeJSON reads a result document from its JSON, checks its schema and
+// validates it (see Validate). It never reads the history files.
+func DecodeJSON(b []byte) (*Document, error) {
+	var d Document
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadResult, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadResult)
+	}
+	if d.Schema != Schema {
+		return nil, fmt.Errorf("%w: schema %q, this durachk reads %q", ErrBadResult, Clip(d.Schema), Schema)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Summary == nil {
+		d.Summary = map[string]int{}
+	}
+	return &d, nil
+}
+
+// contractIDRE is the form of every contract id (lease.redelivery) and seed
+// scenario (scenario/poison-job); known ids are not required, so that a
+// result of an older catalogue still renders.
+var contractIDRE = regexp.MustCompile(`^([a-z][a-z0-9-]*(\.[a-z0-9-]+)+|scenario/[a-z0-9-]+)$`)
+
+// validVerdict reports whether v is one of the four verdicts.
+func validVerdict(v contracts.Verdict) bool {
+	switch v {
+	case contracts.Pass, contracts.Violated, contracts.Unknown, contracts.Skipped:
+		return true
+	}
+	return false
+}
+
+// Validate checks what every renderer relies on: each result names a target
+// of the document and a contract, with one of the four verdicts; target names
+// are unique; the summary counts verdicts; history files stay in histories/
+// beside result.json.
+func (d *Document) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadResult, fmt.Sprintf(format, a...))
+	}
+	if len(d.Targets) == 0 {
+		return bad("names no target (every run measures at least one)")
+	}
+	targets := map[string]bool{}
+	for i, t := range d.Targets {
+		if t.Name == "" {
+			return bad("targets[%d]: no name", i)
+		}
+		if strings.IndexFunc(t.Name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return bad("targets[%d]: name %q holds a control character or invalid UTF-8", i, Clip(t.Name))
+		}
+		if targets[t.Name] {
+			return bad("targets[%d]: name %q used twice", i, Clip(t.Name))
+		}
+		targets[t.Name] = true
+	}
+	for i, r := range d.Results {
+		where := fmt.Sprintf("results[%d] (%s/%s)", i, Clip(r.Target), Clip(r.Contract))
+		switch {
+		case r.Contract == "":
+			return bad("results[%d]: no contract", i)
+		case r.Target == "":
+			return bad("results[%d]: no target", i)
+		case !targets[r.Target]:
+			return bad("%s: target %q is not among the document's targets", where, Clip(r.Target))
+		case !contractIDRE.MatchString(r.Contract):
+			return bad("%s: %q is not a contract id", where, Clip(r.Contract))
+		case !validVerdict(r.Verdict):
+			return bad("%s: verdict %q: want pass, violation, unknown or skipped", where, Clip(string(r.Verdict)))
+		}
+	}
+	for v, n := range d.Summary {
+		if !validVerdict(contracts.Verdict(v)) {
+			return bad("summary: verdict %q: want pass, violation, unknown or skipped", Clip(v))
+		}
+		if n < 0 {
+			return bad("summary: %s = %d", v, n)
+		}
+	}
+	for k, ev := range d.Evidence {
+		if ev == nil || ev.History == "" {
+			continue
+		}
+		// The history path is joined to result.json's directory: it must stay in
+		// histories/ beside it.
+		h := ev.History
+		if !strings.HasPrefix(h, "histories/") || strings.Contains(h, "..") || strings.ContainsAny(h, "\\\x00") {
+			return bad("evidence %q: history %q is not a file in histories/", Clip(k), Clip(h))
+		}
+	}
+	return nil
+}
+
+// Clip shortens an echoed input for an error message (see redact.Clip).
+func Clip(s string) string { return redact.Clip(s) }
