@@ -4,7 +4,8 @@
 # system's own write+fdatasync benchmark (its latency against the backing file system's).
 #
 # Needs root, /dev/fuse, the local Postgres (effect store) and the brokers' server packages
-# (redis-server, postgresql, rabbitmq-server); without FUSE every run is skipped with the reason.
+# (redis-server, postgresql, rabbitmq-server; nats-server is embedded); without FUSE every run is
+# skipped with the reason.
 #
 # Usage: tools/bench-power-loss.sh [SEED...]            (default: seed 1)
 #        PROFILES="redis-no pg-sync-on" tools/bench-power-loss.sh 1 2 3 4 5
@@ -16,6 +17,7 @@ export DURACHK_PG_URL=${DURACHK_PG_URL:-postgres://postgres@127.0.0.1:5432/test?
 pg=${DURACHK_PG_URL%%\?*}
 redis=redis://127.0.0.1:6379/0
 amqp=amqp://guest:guest@127.0.0.1:5672/
+nats=${DURACHK_NATS_URL:-nats://127.0.0.1:4222}
 
 declare -A url=(
   [redis-always]="$redis?private-instance.appendfsync=always"
@@ -28,8 +30,11 @@ declare -A url=(
   [rabbit-classic-journal]="$amqp?queue-arguments.x-queue-type=classic&power-loss.metadata=journal"
   [rabbit-quorum]="$amqp?queue-arguments.x-queue-type=quorum"
   [rabbit-quorum-journal]="$amqp?queue-arguments.x-queue-type=quorum&power-loss.metadata=journal"
+  [nats-default]="$nats?storage=file&retention=workqueue"
+  [nats-default-journal]="$nats?storage=file&retention=workqueue&power-loss.metadata=journal"
+  [nats-sync-always]="$nats?storage=file&retention=workqueue&private-instance.sync_interval=always"
 )
-order="redis-always redis-everysec redis-no pg-sync-on pg-sync-off pg-fsync-off rabbit-classic rabbit-classic-journal rabbit-quorum rabbit-quorum-journal"
+order="redis-always redis-everysec redis-no pg-sync-on pg-sync-off pg-fsync-off rabbit-classic rabbit-classic-journal rabbit-quorum rabbit-quorum-journal nats-default nats-default-journal nats-sync-always"
 profiles=${PROFILES:-$order}
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1)
