@@ -6,6 +6,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,22 +116,38 @@ type Dist struct {
 // Result is the verdict of one contract (or scenario) on one target. Every field
 // is a function of the seed and the target except Wall, kept apart.
 type Result struct {
-	Contract   string        `json:"contract"`
-	Claim      string        `json:"claim,omitempty"`
-	Target     string        `json:"target"`
-	Broker     string        `json:"broker"`
-	MeasuredOn string        `json:"measured_on"`
-	Verdict    Verdict       `json:"verdict"`
-	Reason     string        `json:"reason,omitempty"`
-	Sabotage   string        `json:"sabotage,omitempty"`
-	Seed       uint64        `json:"seed"`
-	Scenario   string        `json:"scenario"`
-	Planned    []string      `json:"planned_faults,omitempty"`
-	Violations []Violation   `json:"violations,omitempty"`
-	Stats      Stats         `json:"stats"`
-	Metrics    Metrics       `json:"metrics"`
-	HistoryLen int           `json:"history_len"`
-	Wall       time.Duration `json:"-"`
+	Contract   string      `json:"contract"`
+	Claim      string      `json:"claim,omitempty"`
+	Target     string      `json:"target"`
+	Broker     string      `json:"broker"`
+	MeasuredOn string      `json:"measured_on"`
+	Verdict    Verdict     `json:"verdict"`
+	Reason     string      `json:"reason,omitempty"`
+	Sabotage   string      `json:"sabotage,omitempty"`
+	Seed       uint64      `json:"seed"`
+	Scenario   string      `json:"scenario"`
+	Planned    []string    `json:"planned_faults,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	Stats      Stats       `json:"stats"`
+	Metrics    Metrics     `json:"metrics"`
+	HistoryLen int         `json:"history_len"`
+	// Trials are every run of the contract when there was more than one (see
+	// Options.Trials and Options.Tries); the fields above are those of the
+	// first violating trial, else the first unknown one, else the last.
+	Trials []Trial       `json:"trials,omitempty"`
+	Wall   time.Duration `json:"-"`
+	RunIDs []string      `json:"-"` // the target's namespace of every Execute, in order; wall-clock data like Wall
+}
+
+// Trial is one run of a contract among several, with successive seeds.
+type Trial struct {
+	Seed       uint64      `json:"seed"`
+	Verdict    Verdict     `json:"verdict"`
+	Reason     string      `json:"reason,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	// SeedsTried are the seeds this trial ran, in order, when a run did not
+	// exercise the claim and the next seed was tried; Seed is the last.
+	SeedsTried []uint64 `json:"seeds_tried,omitempty"`
 }
 
 // Target runs scenarios against one broker and configuration. Implementations
@@ -156,7 +173,20 @@ type Execution struct {
 	Ops   []history.Op
 	Final Final
 	Check CheckOptions
+	// RunID names the namespace the target made for this run ("" where it
+	// makes none), so that a report can point at what a run left behind.
+	RunID string
+	// Unavailable says why the run ended early because the broker stopped
+	// answering outside the plan's own faults ("broker unavailable for 4.0 s
+	// from 3.1 s"); "" otherwise. Such a run is unknown, never a pass: its
+	// final state could not be read.
+	Unavailable string
 }
+
+// ErrUnavailable marks a target that could not be reached to carry out a run
+// (its broker is down): the run is unknown, not an error of the harness, and
+// a caller may go on with the next run.
+var ErrUnavailable = errors.New("target unavailable")
 
 // ErrUnknownContract is returned for an id not in the catalogue.
 var ErrUnknownContract = fmt.Errorf("unknown contract")

@@ -60,7 +60,8 @@ func SampleHistory(ops []history.Op, max int) []history.Op {
 }
 
 // ObservedWindows reads the fault windows a history shows: a paused or
-// stopped process until it resumed, a broker from its kill to its restart.
+// stopped process until it resumed, a broker from its kill to its restart, a
+// broker that stopped answering until it answered again.
 // A window still open at the end of the history closes at its last op.
 func ObservedWindows(ops []history.Op) []FaultWindow {
 	if len(ops) == 0 {
@@ -98,6 +99,16 @@ func ObservedWindows(ops []history.Op) []FaultWindow {
 				w.To = op.T
 				out = append(out, w)
 				delete(open, "broker")
+			}
+		case "broker_unavailable": // an outage nobody planned (internal/runner)
+			if _, ok := open["outage"]; !ok {
+				open["outage"] = FaultWindow{Kind: "broker_unavailable", Target: "broker", From: op.T}
+			}
+		case "broker_available":
+			if w, ok := open["outage"]; ok {
+				w.To = op.T
+				out = append(out, w)
+				delete(open, "outage")
 			}
 		}
 	}

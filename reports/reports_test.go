@@ -106,6 +106,7 @@ func synthDoc() *Document {
 	})
 	add("redis/aof", "order.fifo", contracts.Skipped, "the target does not claim FIFO", 0, nil)
 	d.Finish(d.Wall.StartedAt.Add(4 * time.Second))
+	d.Complete = true
 	if err := d.Scrub(planted); err != nil {
 		panic(err)
 	}
@@ -379,6 +380,13 @@ func TestWindows(t *testing.T) {
 	ws := ObservedWindows(ops)
 	if len(ws) != 1 || ws[0].Kind != "pause" || ws[0].Target != "w3" || ws[0].To-ws[0].From != int64(300*time.Millisecond) {
 		t.Errorf("observed windows = %+v, want one 300ms pause of w3", ws)
+	}
+	outage := append(synthHistory(3),
+		history.Op{T: ops[0].T + 500*int64(time.Millisecond), Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker"},
+		history.Op{T: ops[0].T + 900*int64(time.Millisecond), Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_available", Target: "broker"})
+	ws = ObservedWindows(outage)
+	if len(ws) != 2 || ws[1].Kind != "broker_unavailable" || ws[1].To-ws[1].From != int64(400*time.Millisecond) {
+		t.Errorf("observed windows = %+v, want the pause and a 400ms broker outage", ws)
 	}
 	pw := PlanWindows(planFor(), 1000, 0.1)
 	if len(pw) != 1 || pw[0].From != 1000+int64(10*time.Millisecond) || pw[0].To != 1000+int64(40*time.Millisecond) {

@@ -87,7 +87,7 @@ func (r *run) mountLazy() (string, error) {
 	}
 	reaper.Watch(reaper.KindPgid, strconv.Itoa(fs.Pid()))
 	r.lazy = &lazyRun{fs: fs}
-	r.t.logf("  lazy file system at %s", mnt)
+	r.logf("lazy file system at %s", mnt)
 	return mnt, nil
 }
 
@@ -121,9 +121,9 @@ func (r *run) checkpointLazy(ctx context.Context) error {
 		return err
 	}
 	if !quiet {
-		r.t.logf("  the broker kept writing for %s: checkpoint anyway", lazySettle)
+		r.logf("the broker kept writing for %s: checkpoint anyway", lazySettle)
 	} else {
-		r.t.logf("  checkpoint after %s (the broker wrote nothing for %s)", time.Since(began).Round(time.Millisecond), lazyQuiet)
+		r.logf("checkpoint after %s (the broker wrote nothing for %s)", time.Since(began).Round(time.Millisecond), lazyQuiet)
 	}
 	return r.lazy.fs.Sync()
 }
@@ -155,12 +155,13 @@ func (r *run) cutPower(f faults.Fault) {
 		return
 	}
 	r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: string(faults.PowerLoss), Target: r.spec.Kind})
+	r.planned = time.Now().Add(f.For + plannedGrace + time.Hour) // a planned outage, until the restart says
 	if err := r.inst.Kill(); err != nil {
-		r.t.logf("  broker kill: %v", err)
+		r.logf("broker kill: %v", err)
 	}
 	began := time.Now()
 	var loss lazyfs.Loss
 	loss, r.lazy.err = r.lazy.fs.PowerLoss()
-	r.t.logf("  power loss of the private %s instance (%s to drop what it never fsynced): %s", r.spec.Kind, time.Since(began).Round(time.Millisecond), loss)
+	r.logf("power loss of the private %s instance (%s to drop what it never fsynced): %s", r.spec.Kind, time.Since(began).Round(time.Millisecond), loss)
 	r.restart = time.Now().Add(f.For)
 }
