@@ -37,6 +37,7 @@ type Checker struct {
 	execInv  map[*rop]*rop // spending executions' invokes that are not derived from their outcome
 	finals   map[*job]finRef
 	crashPos int64 // position of the latest broker crash; -1: none
+	crash    *rop  // the latest broker crash or power loss, for witnesses
 	chanHit  bool  // a fault was applied to the relay's channel
 
 	vs      []Violation
@@ -422,8 +423,14 @@ func (c *Checker) fID(f history.F) int {
 }
 
 func (c *Checker) faultOp(op *history.Op, pos uint32) {
-	if op.Value == "broker_crash" {
+	if op.Value == "broker_crash" || op.Value == "power_loss" {
 		c.crashPos = int64(pos)
+		c.crash = c.keep(op, pos, nil)
+		for _, j := range c.jobList {
+			if j.accepted && j.terminal == nil {
+				c.st.AtRisk++
+			}
+		}
 	}
 	if op.Key == faults.LinkChannel {
 		c.chanHit = true

@@ -65,6 +65,9 @@ type Sabotage struct {
 	// MemOnly: the breakage exists on the embedded target only; on any other
 	// the sabotage is skipped with the reason.
 	MemOnly bool `json:"mem_only,omitempty"`
+	// FsyncIgnored: the broker's disk acknowledges fsync and keeps nothing
+	// until written back (a write cache that lies, fsync turned off).
+	FsyncIgnored bool `json:"fsync_ignored,omitempty"`
 }
 
 // JobSpec is one job of a workload.

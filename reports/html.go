@@ -103,8 +103,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		}
 		t.SettingsText = strings.Join(kv, " ")
 		c := ti.Capabilities
-		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v",
-			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill)
+		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v, power loss %v",
+			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill, c.PowerLoss)
 		if len(c.Notes) > 0 {
 			t.Caps += "; " + strings.Join(c.Notes, "; ")
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 )
 
@@ -390,5 +391,26 @@ func TestWindows(t *testing.T) {
 	pw := PlanWindows(planFor(), 1000, 0.1)
 	if len(pw) != 1 || pw[0].From != 1000+int64(10*time.Millisecond) || pw[0].To != 1000+int64(40*time.Millisecond) {
 		t.Errorf("plan windows = %+v, want link_down scaled by 0.1", pw)
+	}
+}
+
+// TestPowerLossWindow: a power cut is a broker window of its own kind, observed
+// from the cut to the restart, and it replaces the planned one.
+func TestPowerLossWindow(t *testing.T) {
+	ops := []history.Op{
+		{T: 100, Process: "controller", Type: history.Info, F: history.Fault, Value: "power_loss", Target: "redis"},
+		{T: 400, Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_restart", Target: "redis"},
+	}
+	obs := ObservedWindows(ops)
+	if len(obs) != 1 || obs[0].Kind != "power_loss" || obs[0].Target != "broker" || obs[0].From != 100 || obs[0].To != 400 {
+		t.Fatalf("observed windows = %+v, want power_loss of the broker from 100 to 400", obs)
+	}
+	plan := faults.Plan{Faults: []faults.Fault{{Kind: faults.PowerLoss, At: 6 * time.Second, For: 2 * time.Second}}}
+	pw := PlanWindows(plan, 0, 0.1)
+	if len(pw) != 1 || pw[0].Kind != "power_loss" || !pw[0].Planned {
+		t.Fatalf("plan windows = %+v, want one planned power_loss", pw)
+	}
+	if m := MergeWindows(pw, obs); len(m) != 1 || m[0].Planned {
+		t.Errorf("merged = %+v, want the observed window only", m)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/redact"
@@ -214,6 +215,15 @@ func run(args []string) error {
 		},
 	}
 
+	lazyfsCmd := &cobra.Command{
+		Use:                "lazyfs MOUNTPOINT DIR [journal] [ignore-fsync]",
+		Short:              "Serve the lazy file system of a power-loss run (started by durachk itself)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return lazyfs.ServeRemote(args, os.Stdin, cmd.OutOrStdout())
+		},
+	}
 	var natsDir string
 	natsServerCmd := &cobra.Command{
 		Use:    natsserver.Command,
@@ -278,7 +288,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd)
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

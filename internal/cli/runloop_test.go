@@ -38,8 +38,9 @@ func TestInterruptedRunKeepsItsResults(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	if len(doc.Results) != 3 || doc.Complete || !doc.Interrupted || doc.Planned != 14 {
-		t.Fatalf("results %d, complete %v, interrupted %v, planned %d; want 3, false, true, 14", len(doc.Results), doc.Complete, doc.Interrupted, doc.Planned)
+	n := len(contracts.Catalogue)
+	if len(doc.Results) != 3 || doc.Complete || !doc.Interrupted || doc.Planned != n {
+		t.Fatalf("results %d, complete %v, interrupted %v, planned %d; want 3, false, true, %d", len(doc.Results), doc.Complete, doc.Interrupted, doc.Planned, n)
 	}
 	if !strings.Contains(doc.Stopped, "interrupt signal received") {
 		t.Errorf("stopped %q does not name the signal", doc.Stopped)
@@ -50,10 +51,10 @@ func TestInterruptedRunKeepsItsResults(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"md":    "**⚠ partial run: 3 of 14 results; interrupted: interrupt signal received",
-		"html":  `<p class="partial">⚠ partial run: 3 of 14 results; interrupted: interrupt signal received`,
-		"junit": `<error message="partial run: 3 of 14 results; interrupted: interrupt signal received`,
-		"text":  "!! partial run: 3 of 14 results; interrupted: interrupt signal received",
+		"md":    "**⚠ partial run: 3 of " + fmt.Sprint(n) + " results; interrupted: interrupt signal received",
+		"html":  `<p class="partial">⚠ partial run: 3 of ` + fmt.Sprint(n) + ` results; interrupted: interrupt signal received`,
+		"junit": `<error message="partial run: 3 of ` + fmt.Sprint(n) + ` results; interrupted: interrupt signal received`,
+		"text":  "!! partial run: 3 of " + fmt.Sprint(n) + " results; interrupted: interrupt signal received",
 	}
 	for f, w := range want {
 		var b bytes.Buffer
@@ -64,7 +65,7 @@ func TestInterruptedRunKeepsItsResults(t *testing.T) {
 			t.Errorf("report --format %s lacks the partial-run banner %q", f, w)
 		}
 	}
-	if !strings.Contains(out.String(), "!! partial run: 3 of 14 results") {
+	if !strings.Contains(out.String(), "!! partial run: 3 of "+fmt.Sprint(n)+" results") {
 		t.Errorf("the run's own table lacks the banner:\n%s", out.String())
 	}
 }
@@ -204,8 +205,8 @@ func TestParallelDeterministic(t *testing.T) {
 			t.Errorf("--trials %d: history files differ:\n%v\n%v", trials, ha, hb)
 		}
 		rs := a["results"].([]any)
-		if len(rs) != 28 {
-			t.Errorf("%d results, want 28", len(rs))
+		if want := 2 * len(contracts.Catalogue); len(rs) != want {
+			t.Errorf("%d results, want %d", len(rs), want)
 		}
 		if ts, _ := rs[0].(map[string]any)["trials"].([]any); trials > 1 && len(ts) != trials {
 			t.Errorf("%d trials recorded, want %d", len(ts), trials)

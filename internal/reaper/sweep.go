@@ -115,6 +115,9 @@ func Sweep(live func(runID string) bool) ([]string, error) {
 				}
 			}
 			waitGone(dir, 10*time.Second)
+			for _, mp := range DetachMounts(dir) {
+				removed = append(removed, "mount "+mp)
+			}
 			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, err)
 			} else {

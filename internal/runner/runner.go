@@ -31,6 +31,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/sim"
 	"github.com/durachk/durachk/internal/targets"
@@ -78,6 +79,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	} else {
 		t.caps.BrokerKill = true
 	}
+	powerLossCaps(spec, &t.caps)
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -108,11 +110,12 @@ func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 var selfServes bool
 
 // ServeChildIfAsked lets a test binary that drives real targets be its own
-// worker and watchdog: call it first in TestMain. When the binary was started
-// as a child (`<binary> worker --config -` or `<binary> watchdog`) it runs the
-// child and exits; otherwise it returns and the runner may re-execute the
+// worker, watchdog and lazy file system: call it first in TestMain. When the
+// binary was started as a child (`<binary> worker --config -`, `<binary>
+// watchdog` or `<binary> lazyfs ...`) it runs the child and exits; otherwise it returns and the runner may re-execute the
 // binary for its children.
 func ServeChildIfAsked() {
+	lazyfs.ServeIfAsked()
 	if len(os.Args) == 2 && os.Args[1] == "watchdog" {
 		if err := reaper.Watchdog(); err != nil {
 			os.Exit(1)
@@ -194,6 +197,7 @@ type run struct {
 	pending  map[string][]faults.Fault
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
+	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
@@ -260,10 +264,22 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	if t.OnRun != nil {
 		t.OnRun(r.spec.RunID, r.dir)
 	}
-	if needsBrokerKill(r.sc.Plan) {
-		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, r.dir); err != nil {
+	instDir := r.dir
+	if needsPowerLoss(r.sc.Plan) {
+		if instDir, err = r.mountLazy(); err != nil {
 			return ex, err
 		}
+		defer func() { // before the teardown removes the run directory
+			if uerr := r.unmountLazy(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+	}
+	if needsBrokerKill(r.sc.Plan) {
+		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
+			return ex, err
+		}
+		r.inst = r.onLazy(r.inst)
 		if targets.IsPrivate(r.inst) {
 			r.logf("private %s instance at %s (run %s, %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID, r.dir)
 		} else {
@@ -280,6 +296,9 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	// A broker that stopped answering may not answer a close either.
 	defer func() { closeWithin(q.Close, ex.Unavailable != "") }()
+	if err := r.checkpointLazy(ctx); err != nil {
+		return ex, err
+	}
 	store, err := bounded(setupLimit, func() (pipeline.Store, error) { return targets.OpenStore(ctx, r.spec) }, func(s pipeline.Store) { s.Close() })
 	if err != nil {
 		return ex, r.storeUnavailable(err)
@@ -1041,6 +1060,8 @@ func (r *run) applyTimed(f faults.Fault) {
 			r.logf("broker kill: %v", err)
 		}
 		r.restart = time.Now().Add(f.For)
+	case faults.PowerLoss:
+		r.cutPower(f)
 	}
 }
 
@@ -1160,7 +1181,7 @@ func (r *run) merge() ([]history.Op, error) {
 
 func needsBrokerKill(p faults.Plan) bool {
 	for _, f := range p.Faults {
-		if f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			return true
 		}
 	}
@@ -1170,7 +1191,7 @@ func needsBrokerKill(p faults.Plan) bool {
 func timedFaults(p faults.Plan) []faults.Fault {
 	var out []faults.Fault
 	for _, f := range p.Faults {
-		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			out = append(out, f)
 		}
 	}
