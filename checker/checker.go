@@ -37,6 +37,7 @@ type Checker struct {
 	execInv  map[*rop]*rop // spending executions' invokes that are not derived from their outcome
 	finals   map[*job]finRef
 	crashPos int64 // position of the latest broker crash (or node fault); -1: none
+	crash    *rop  // the latest broker crash or power loss, for witnesses
 	// degraded: a replicated target between a node fault and its rejoin, when
 	// writes may block (a synchronous standby gone) and a live holder's lease
 	// may run out on it.
@@ -430,8 +431,16 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	// leases and acks (replicated asynchronously): like a crash of the broker,
 	// it explains a redelivery of anything delivered before it.
 	nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "rejoin"
-	if op.Value == "broker_crash" || nodeFault {
+	if op.Value == "broker_crash" || op.Value == "power_loss" || nodeFault {
 		c.crashPos = int64(pos)
+		c.crash = c.keep(op, pos, nil)
+	}
+	if op.Value == "broker_crash" || op.Value == "power_loss" {
+		for _, j := range c.jobList {
+			if j.accepted && j.terminal == nil {
+				c.st.AtRisk++
+			}
+		}
 	}
 	if nodeFault {
 		c.degraded = op.Value != "rejoin"

@@ -788,3 +788,29 @@ func TestCheckStats(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 }
+
+// TestPowerLossIsABrokerFault: a power loss counts the acknowledged jobs still
+// unfinished (at risk), explains the redelivery of one acked before it, and a
+// job lost to it has the power loss in its witness.
+func TestPowerLossIsABrokerFault(t *testing.T) {
+	h := newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).enqueue("b", keyB, meta("acme", "doc-b", 3)).
+		finish("w1", "a", keyA, 1).fault("power_loss", "redis").
+		deliver("w1", "a", keyA, 2).extract("w1", "a", keyA, 2)
+	// a: acked before the cut, delivered again after it (its ack was not
+	// durable); b: acknowledged, unfinished and gone after the cut.
+	h.pair("w1", history.OK, history.Commit, "a", keyA, 2, "dedup", "").ack("w1", "a", keyA, 2).apply("a", keyA, "applied")
+	vs, st, _ := check3(h.ops, committed("a", keyA, "acme"), Options{RelayRan: true})
+	if st.AtRisk != 1 || st.Faults["power_loss"] != 1 || st.Redeliveries["broker_restart"] != 1 {
+		t.Errorf("stats: at risk %d, power losses %d, redeliveries %v; want 1, 1, one broker_restart", st.AtRisk, st.Faults["power_loss"], st.Redeliveries)
+	}
+	if len(vs) != 1 || vs[0].Property != Lost || vs[0].Job != "b" {
+		t.Fatalf("violations %+v, want b lost", vs)
+	}
+	var cut bool
+	for _, op := range vs[0].Witness {
+		cut = cut || (op.F == history.Fault && op.Value == "power_loss")
+	}
+	if !cut {
+		t.Errorf("the witness lacks the power loss: %+v", vs[0].Witness)
+	}
+}

@@ -196,11 +196,15 @@ func (c *Checker) finishJob(j *job, f Final, unnamed []adapters.BrokerAction, au
 	case n == 0 && !held:
 		c.st.Lost++
 		if c.want(Lost) {
-			c.report(Lost, j, "accepted by the broker, never finished, and no longer in the broker", []*rop{c.copyLast(j), j.rare().fault},
-				[]Fact{{Kind: FactAbsent, Job: j.id, Where: whereAnywhere}},
-				fmt.Sprintf("%s: the broker accepted %s", c.desc(c.enqOK(j)), j.id),
+			because := []string{fmt.Sprintf("%s: the broker accepted %s", c.desc(c.enqOK(j)), j.id),
 				fmt.Sprintf("the last thing that happened to it: %s", c.desc(&j.last)),
-				"at the end no store record and no broker queue, dead-letter queue or action of its own accounts for it: it is lost")
+				"at the end no store record and no broker queue, dead-letter queue or action of its own accounts for it: it is lost"}
+			crash := c.crashAfter(j)
+			if crash != nil {
+				because = slices.Insert(because, 1, fmt.Sprintf("%s: the broker went down after it accepted the job", c.desc(crash)))
+			}
+			c.report(Lost, j, "accepted by the broker, never finished, and no longer in the broker", []*rop{c.copyLast(j), j.rare().fault, crash},
+				[]Fact{{Kind: FactAbsent, Job: j.id, Where: whereAnywhere}}, because...)
 		}
 	}
 	if held && !dead {
@@ -670,4 +674,13 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// crashAfter is the latest broker crash or power loss if it came after the
+// broker accepted j, else nil: a lost job's witness shows it.
+func (c *Checker) crashAfter(j *job) *rop {
+	if c.crash == nil || !j.accepted || c.crash.pos < j.okPos {
+		return nil
+	}
+	return c.crash
 }

@@ -142,6 +142,9 @@ type Stats struct {
 	DeadLetteredByDesign  int `json:"dead_lettered_by_design"`
 	DeadLetteredOtherwise int `json:"dead_lettered_otherwise"`
 	MovedByBroker         int `json:"moved_by_broker,omitempty"`
+	// AtRisk counts the jobs the broker had acknowledged and that were not
+	// finished when it was killed or lost power, summed over those faults.
+	AtRisk int `json:"at_risk_at_broker_fault,omitempty"`
 	// SpentAttempts counts executions that spend a job's budget (the job's own
 	// failures: a job error in extract, or a poison crash).
 	SpentAttempts int `json:"spent_attempts"`

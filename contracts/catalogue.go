@@ -424,6 +424,33 @@ var Catalogue = []*Contract{
 				Raises: []Property{PropFailedButApplied}, Pipeline: pipeline.Sabotage{TimeoutAsUnavailable: true}},
 		},
 	},
+	{
+		ID:         "durability.power-loss",
+		Claim:      "an enqueue the broker acknowledged survives a power loss of the broker's machine: what the broker never fsynced is gone, and it restarts on what survived",
+		Motivation: "kill -9 loses nothing the kernel already has; a power cut loses the page cache too, and only it tells fsync policies apart (Redis appendfsync always or no, Postgres synchronous_commit on or off)",
+		Labels:     []string{"fault:power-loss"},
+		Needs:      needsPowerLoss,
+		Scenario: func(seed uint64, n int) Scenario {
+			// The producer keeps sending (a job every 300 ms) while the power fails
+			// at 6 s: the last acknowledgements are fresh, within any fsync
+			// policy's window, and jobs taking 2 s keep most of them queued.
+			sc := base("power cut while the producer sends", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 300 * time.Millisecond
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 2 * time.Second })
+			}), faults.Fault{Kind: faults.PowerLoss, At: 6 * time.Second, For: 2 * time.Second})
+			sc.Workers = 2
+			return sc
+		},
+		Exercised: func(s Stats) string {
+			return firstOf(atLeast("power losses", s.Faults["power_loss"], 1),
+				atLeast("jobs acknowledged and unfinished when the power failed", s.AtRisk, 1))
+		},
+		Sabotages: []Sabotage{
+			{Name: "no-persistence", What: "the broker keeps messages in memory only", Raises: []Property{PropLost}, Volatile: true},
+			{Name: "fsync-ignored", What: "the broker's disk acknowledges fsync and keeps nothing until written back (a write cache that lies)",
+				Raises: []Property{PropLost}, FsyncIgnored: true},
+		},
+	},
 	// Replicated targets (a primary with replicas, a RabbitMQ cluster): node
 	// faults chosen by selector, then a heal and a settle before the final state
 	// is read (cluster.go).

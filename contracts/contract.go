@@ -6,6 +6,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,9 @@ type Sabotage struct {
 	// Needs, if set, says why a target cannot be broken this way ("" if it can):
 	// the sabotage is then skipped there with the reason.
 	Needs func(adapters.Capabilities) string `json:"-"`
+	// FsyncIgnored: the broker's disk acknowledges fsync and keeps nothing
+	// until written back (a write cache that lies, fsync turned off).
+	FsyncIgnored bool `json:"fsync_ignored,omitempty"`
 }
 
 // JobSpec is one job of a workload.
@@ -142,7 +146,23 @@ type Result struct {
 	// Cluster is what a run on a replicated target adds: its topology, who was
 	// primary when, recovered enqueues, delivery count regressions.
 	Cluster *ClusterFacts `json:"cluster,omitempty"`
-	Wall    time.Duration `json:"-"`
+	// Trials are every run of the contract when there was more than one (see
+	// Options.Trials and Options.Tries); the fields above are those of the
+	// first violating trial, else the first unknown one, else the last.
+	Trials []Trial       `json:"trials,omitempty"`
+	Wall   time.Duration `json:"-"`
+	RunIDs []string      `json:"-"` // the target's namespace of every Execute, in order; wall-clock data like Wall
+}
+
+// Trial is one run of a contract among several, with successive seeds.
+type Trial struct {
+	Seed       uint64      `json:"seed"`
+	Verdict    Verdict     `json:"verdict"`
+	Reason     string      `json:"reason,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+	// SeedsTried are the seeds this trial ran, in order, when a run did not
+	// exercise the claim and the next seed was tried; Seed is the last.
+	SeedsTried []uint64 `json:"seeds_tried,omitempty"`
 }
 
 // Target runs scenarios against one broker and configuration. Implementations
@@ -172,7 +192,20 @@ type Execution struct {
 	// primary known, a node that would not rejoin) after its last fault: the
 	// final state cannot be trusted and the verdict is unknown.
 	Unsettled string
+	// RunID names the namespace the target made for this run ("" where it
+	// makes none), so that a report can point at what a run left behind.
+	RunID string
+	// Unavailable says why the run ended early because the broker stopped
+	// answering outside the plan's own faults ("broker unavailable for 4.0 s
+	// from 3.1 s"); "" otherwise. Such a run is unknown, never a pass: its
+	// final state could not be read.
+	Unavailable string
 }
+
+// ErrUnavailable marks a target that could not be reached to carry out a run
+// (its broker is down): the run is unknown, not an error of the harness, and
+// a caller may go on with the next run.
+var ErrUnavailable = errors.New("target unavailable")
 
 // ErrUnknownContract is returned for an id not in the catalogue.
 var ErrUnknownContract = fmt.Errorf("unknown contract")

@@ -16,11 +16,24 @@ import (
 type Options struct {
 	Seed uint64
 	Jobs int // 0: DefaultJobs
+	// Trials runs the contract this many times with successive seeds (0: once).
+	// The verdict is a violation if any trial violated, else unknown if any
+	// trial was unknown, else pass.
+	Trials int
+	// Tries bounds the seeds one trial runs: a run that did not exercise its
+	// claim (Contract.Exercised) tries another seed (see EvaluateTrial), up
+	// to Tries runs in all, before the trial is unknown (0: DefaultTries).
+	Tries int
 }
 
+// DefaultTries is Options.Tries when unset.
+const DefaultTries = 3
+
 // Evaluate runs contract c on target t and returns its verdict. A target that
-// lacks a capability the contract needs gives Skipped with the reason; an error
-// means the run itself could not be carried out (infrastructure), not a verdict.
+// lacks a capability the contract needs gives Skipped with the reason; a target
+// that cannot be reached (ErrUnavailable) gives Unknown with the reason; any
+// other error means the run itself could not be carried out (infrastructure),
+// not a verdict.
 func Evaluate(ctx context.Context, t Target, c *Contract, opts Options) (Result, error) {
 	return evaluate(ctx, t, c, opts, nil)
 }
@@ -31,46 +44,198 @@ func EvaluateSabotage(ctx context.Context, t Target, c *Contract, s Sabotage, op
 }
 
 func evaluate(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage) (Result, error) {
+	runs := make([]Result, max(opts.Trials, 1))
+	for k := range runs {
+		r, err := evaluateTrial(ctx, t, c, opts, sab, k)
+		if err != nil || r.Verdict == Skipped {
+			return r, err
+		}
+		runs[k] = r
+	}
+	return Aggregate(runs), nil
+}
+
+// EvaluateTrial runs trial k (from 0) of opts.Trials of contract c on t: seed
+// opts.Seed+k; a run that did not exercise the claim tries the seed n further
+// (n the number of trials, so that no two trials share a seed; with one
+// trial, the next seed), up to opts.Tries runs. The trial's own record is the
+// result's only Trials entry. The trials of a contract may run concurrently;
+// Aggregate makes the contract's result of them, in trial order.
+func EvaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, k int) (Result, error) {
+	return evaluateTrial(ctx, t, c, opts, nil, k)
+}
+
+func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage, k int) (Result, error) {
 	jobs := opts.Jobs
 	if jobs <= 0 {
 		jobs = DefaultJobs
 	}
-	sc := c.Scenario(opts.Seed, jobs)
-	res := Result{Contract: c.ID, Claim: c.Claim, Target: t.Name(), Broker: t.Capabilities().Broker,
-		MeasuredOn: t.MeasuredOn(), Seed: opts.Seed, Scenario: sc.Name, Planned: planned(sc.Plan)}
-	if sab != nil {
-		res.Sabotage = sab.Name
+	n, tries := uint64(max(opts.Trials, 1)), opts.Tries
+	if tries <= 0 {
+		tries = DefaultTries
 	}
+	seed := opts.Seed + uint64(k)
 	if c.Needs != nil {
 		if why := c.Needs(t.Capabilities()); why != "" {
+			res, _ := head(t, c, seed, jobs, sab)
 			res.Verdict, res.Reason = Skipped, why
 			return res, nil
 		}
 	}
 	if sab != nil && sab.MemOnly && t.Capabilities().Broker != "mem" {
+		res, _ := head(t, c, seed, jobs, sab)
 		res.Verdict, res.Reason = Skipped, "this negative control breaks the embedded broker or store: it runs on mem only"
 		return res, nil
 	}
 	if sab != nil && sab.Needs != nil {
 		if why := sab.Needs(t.Capabilities()); why != "" {
+			res, _ := head(t, c, seed, jobs, sab)
 			res.Verdict, res.Reason = Skipped, why
 			return res, nil
 		}
 	}
+	var (
+		r          Result
+		tr         Trial
+		wall       time.Duration
+		runIDs     []string
+		skippedFor []string // why the earlier seeds did not count
+	)
+	for try := 1; ; try++ {
+		var err error
+		r, err = once(ctx, t, c, seed, jobs, sab)
+		wall += r.Wall
+		runIDs = append(runIDs, r.RunIDs...)
+		if err != nil {
+			r.RunIDs = runIDs
+			return r, err
+		}
+		tr.SeedsTried = append(tr.SeedsTried, seed)
+		why := notExercised(r, c)
+		if why == "" || try >= tries {
+			break
+		}
+		skippedFor = append(skippedFor, fmt.Sprintf("seed %d did not exercise the claim (%s)", seed, why))
+		seed += n
+	}
+	if len(skippedFor) > 0 {
+		note := strings.Join(skippedFor, "; ")
+		switch {
+		case r.Verdict == Pass:
+			r.Reason = fmt.Sprintf("passed on seed %d; %s", r.Seed, note)
+		case notExercised(r, c) != "":
+			r.Reason = fmt.Sprintf("%s on each of %d seeds (%s)", r.Reason, len(tr.SeedsTried), seedList(tr.SeedsTried))
+		default:
+			r.Reason += "; " + note
+		}
+	} else {
+		tr.SeedsTried = nil
+	}
+	tr.Seed, tr.Verdict, tr.Reason, tr.Violations = r.Seed, r.Verdict, r.Reason, r.Violations
+	r.Trials, r.Wall, r.RunIDs = []Trial{tr}, wall, runIDs
+	return r, nil
+}
+
+// head is a result without a verdict, what a run of c with seed is about, and
+// the run's scenario.
+func head(t Target, c *Contract, seed uint64, jobs int, sab *Sabotage) (Result, Scenario) {
+	sc := c.Scenario(seed, jobs)
+	res := Result{Contract: c.ID, Claim: c.Claim, Target: t.Name(), Broker: t.Capabilities().Broker,
+		MeasuredOn: t.MeasuredOn(), Seed: seed, Scenario: sc.Name, Planned: planned(sc.Plan)}
+	if sab != nil {
+		res.Sabotage = sab.Name
+	}
+	return res, sc
+}
+
+// once runs c with one seed. A target that cannot be reached gives an
+// unknown result, not an error.
+func once(ctx context.Context, t Target, c *Contract, seed uint64, jobs int, sab *Sabotage) (Result, error) {
+	res, sc := head(t, c, seed, jobs, sab)
 	begin := time.Now()
-	ex, err := t.Execute(ctx, Run{Contract: c.ID, Scenario: sc, Seed: opts.Seed, Sabotage: sab})
+	ex, err := t.Execute(ctx, Run{Contract: c.ID, Scenario: sc, Seed: seed, Sabotage: sab})
 	res.Wall = time.Since(begin)
+	if ex.RunID != "" {
+		res.RunIDs = []string{ex.RunID}
+	}
 	if err != nil {
+		if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			res.Verdict, res.Reason = Unknown, err.Error()
+			return res, nil
+		}
 		return res, fmt.Errorf("%s on %s: %w", c.ID, t.Name(), err)
 	}
 	judge(&res, ex, c.Exercised, c.Properties)
 	return res, nil
 }
 
-// judge fills in the verdict: any violation wins; then anything undecided makes
-// it unknown; a run that did not exercise the claim is unknown too, never pass.
+// notExercised says why run r did not exercise c's claim, or "".
+func notExercised(r Result, c *Contract) string {
+	if r.Verdict != Unknown || c.Exercised == nil {
+		return ""
+	}
+	if why := c.Exercised(r.Stats); why != "" && why == r.Reason {
+		return why
+	}
+	return ""
+}
+
+// Aggregate is the result of a contract's trials (each from EvaluateTrial,
+// in trial order): a violation if any trial violated, else unknown if any
+// was, else pass; the details are those of the first violating trial, else
+// the first unknown one, else the last. Trials lists every trial, unless there
+// was one run of one seed.
+func Aggregate(runs []Result) Result {
+	rep := len(runs) - 1
+	var bad []int
+	for _, v := range []Verdict{Violated, Unknown} {
+		for i, r := range runs {
+			if r.Verdict == v {
+				bad = append(bad, i)
+			}
+		}
+		if len(bad) > 0 {
+			rep = bad[0]
+			break
+		}
+	}
+	res := runs[rep]
+	var ts []Trial
+	res.Wall, res.RunIDs = 0, nil
+	for _, r := range runs {
+		ts = append(ts, r.Trials...)
+		res.Wall += r.Wall
+		res.RunIDs = append(res.RunIDs, r.RunIDs...)
+	}
+	res.Trials = ts
+	if len(ts) <= 1 && (len(ts) == 0 || len(ts[0].SeedsTried) == 0) {
+		res.Trials = nil
+		return res
+	}
+	if len(ts) > 1 && len(bad) > 0 {
+		seeds := make([]uint64, len(bad))
+		for i, b := range bad {
+			seeds[i] = runs[b].Seed
+		}
+		res.Reason = fmt.Sprintf("%s in %d of %d trials (seed %s): %s", res.Verdict, len(bad), len(ts), seedList(seeds), res.Reason)
+	}
+	return res
+}
+
+func seedList(seeds []uint64) string {
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = fmt.Sprint(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// judge fills in the verdict: a run cut short by an unavailable broker is
+// unknown; otherwise any violation wins; then anything undecided makes it
+// unknown; a run that did not exercise the claim is unknown too, never pass.
 func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func([]history.Op, Final) []Violation) {
 	vs, st, undecided := Check(ex.Ops, ex.Final, ex.Check)
+	// The contract's own properties (fencing.failover: token_reissued).
 	for _, p := range own {
 		if p == nil {
 			continue
@@ -94,6 +259,10 @@ func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func(
 	switch {
 	case ex.Unsettled != "":
 		res.Verdict, res.Reason = Unknown, "the cluster did not settle after the last fault: "+ex.Unsettled
+	case ex.Unavailable != "":
+		// The final state could not be read: what the checker finds in a
+		// partial history is no verdict.
+		res.Verdict, res.Reason, res.Violations = Unknown, ex.Unavailable, nil
 	case len(vs) > 0:
 		res.Verdict = Violated
 		res.Reason = summarize(vs, st.Violations)

@@ -88,7 +88,7 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 	}
 	ctl := newEnv("controller")
 	q := mem.New(mem.Options{Now: s.Now, FIFO: !sab.BreakOrder, DeliveryLimit: max(t.DeliveryLimit, sab.DeliveryLimit), Volatile: sab.Volatile,
-		BreakOrder: sab.BreakOrder, UnfencedAck: sab.UnfencedAck})
+		Unsynced: sab.FsyncIgnored, BreakOrder: sab.BreakOrder, UnfencedAck: sab.UnfencedAck})
 	store := pipeline.NewMemStore(sab.Store)
 	links := faults.Links(sc.Plan, start, run.Seed)
 	gq := &gatedQueue{Queue: q, gate: gate{link: links[faults.LinkBroker], env: ctl, now: s.Now}}
@@ -174,6 +174,9 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 			case faults.BrokerCrash:
 				ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_crash"})
 				q.Crash(f.For)
+			case faults.PowerLoss:
+				ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "power_loss"})
+				q.PowerLoss(f.For)
 			}
 		}
 	})
@@ -286,7 +289,7 @@ func Operate(ctx context.Context, env *pipeline.Env, store pipeline.Store, q ada
 func timed(p faults.Plan) []faults.Fault {
 	var out []faults.Fault
 	for _, f := range p.Faults {
-		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			out = append(out, f)
 		}
 	}

@@ -28,6 +28,10 @@ const (
 	Kill Kind = "kill"
 	// BrokerCrash kills the broker at At; it is back after For.
 	BrokerCrash Kind = "broker_crash"
+	// PowerLoss cuts the power of the broker's machine at At: the broker is
+	// killed and what it never fsynced is lost (its data directory is on a lazy
+	// file system); it is back after For, on what survived.
+	PowerLoss Kind = "power_loss"
 	// LinkDown refuses every call on Link during [At, At+For).
 	LinkDown Kind = "link_down"
 	// ReplyLoss applies the call and loses its reply with probability Rate during

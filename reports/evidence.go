@@ -60,7 +60,8 @@ func SampleHistory(ops []history.Op, max int) []history.Op {
 }
 
 // ObservedWindows reads the fault windows a history shows: a paused or
-// stopped process until it resumed, a broker from its kill to its restart.
+// stopped process until it resumed, a broker from its kill to its restart, a
+// broker that stopped answering until it answered again.
 // A window still open at the end of the history closes at its last op.
 func ObservedWindows(ops []history.Op) []FaultWindow {
 	if len(ops) == 0 {
@@ -89,15 +90,25 @@ func ObservedWindows(ops []history.Op) []FaultWindow {
 				out = append(out, w)
 				delete(open, k)
 			}
-		case "broker_crash":
+		case "broker_crash", "power_loss":
 			if _, ok := open["broker"]; !ok {
-				open["broker"] = FaultWindow{Kind: "broker_down", Target: "broker", From: op.T}
+				open["broker"] = FaultWindow{Kind: brokerDownKind(op.Value), Target: "broker", From: op.T}
 			}
 		case "broker_restart":
 			if w, ok := open["broker"]; ok {
 				w.To = op.T
 				out = append(out, w)
 				delete(open, "broker")
+			}
+		case "broker_unavailable": // an outage nobody planned (internal/runner)
+			if _, ok := open["outage"]; !ok {
+				open["outage"] = FaultWindow{Kind: "broker_unavailable", Target: "broker", From: op.T}
+			}
+		case "broker_available":
+			if w, ok := open["outage"]; ok {
+				w.To = op.T
+				out = append(out, w)
+				delete(open, "outage")
 			}
 		}
 	}
@@ -115,6 +126,15 @@ func ObservedWindows(ops []history.Op) []FaultWindow {
 	return out
 }
 
+// brokerDownKind names the window of a broker fault: broker_down for a kill,
+// power_loss for a power cut (the broker is down and lost what it never synced).
+func brokerDownKind(fault string) string {
+	if fault == string(faults.PowerLoss) {
+		return "power_loss"
+	}
+	return "broker_down"
+}
+
 // PlanWindows turns the time-triggered faults of a plan into windows, anchored
 // at start (nanoseconds, the history's clock) with every offset multiplied by
 // scale (real targets run scenarios scaled, see internal/runner).
@@ -128,8 +148,8 @@ func PlanWindows(p faults.Plan, start int64, scale float64) []FaultWindow {
 		w := FaultWindow{Kind: string(f.Kind), Target: f.Link, From: start + d(f.At), To: start + d(f.At+f.For), Planned: true}
 		switch f.Kind {
 		case faults.LinkDown, faults.ReplyLoss, faults.Flap:
-		case faults.BrokerCrash:
-			w.Kind, w.Target = "broker_down", "broker"
+		case faults.BrokerCrash, faults.PowerLoss:
+			w.Kind, w.Target = brokerDownKind(string(f.Kind)), "broker"
 		default:
 			continue
 		}
@@ -151,7 +171,7 @@ func MergeWindows(planned, observed []FaultWindow) []FaultWindow {
 	}
 	out := append([]FaultWindow(nil), observed...)
 	for _, w := range planned {
-		if w.Kind == "broker_down" && hasObserved["broker_down"] {
+		if (w.Kind == "broker_down" || w.Kind == "power_loss") && hasObserved[w.Kind] {
 			continue
 		}
 		out = append(out, w)

@@ -33,6 +33,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Windows                                                                       []string
 		Cluster                                                                       string
 		Nodes                                                                         template.HTML
+		TrialsNote                                                                    string
+		Trials                                                                        []TrialLine
 	}
 	var secs []section
 	for _, r := range d.Results {
@@ -41,7 +43,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		ev := d.EvidenceFor(r.Target, r.Contract)
 		s := section{Anchor: Anchor(r.Target, r.Contract), Target: r.Target, Contract: r.Contract, Verdict: r.Verdict,
 			Mark: string(r.Verdict), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
-			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce}
+			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce,
+			TrialsNote: TrialsNote(r), Trials: TrialLines(d, r)}
 		if r.Verdict != contracts.Skipped {
 			st := r.Stats
 			s.Stats = fmt.Sprintf("%d jobs accepted, %d lost, %d applied twice, %d repeats dropped, %d dead-lettered by design, %d otherwise; %d executions (%d spent by the jobs' own failures), %d committed, %d deduped, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
@@ -104,8 +107,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		}
 		t.SettingsText = strings.Join(kv, " ")
 		c := ti.Capabilities
-		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v",
-			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill)
+		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v, power loss %v",
+			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill, c.PowerLoss)
 		if len(c.Notes) > 0 {
 			t.Caps += "; " + strings.Join(c.Notes, "; ")
 		}
@@ -130,6 +133,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 		"Matrix":   NewMatrix([]*Document{d}, nil),
 		"Targets":  ts,
 		"Sections": secs,
+		"Partial":  PartialNote(d),
 	}
 	return pageTmpl.ExecuteTemplate(w, "page", data)
 }
@@ -171,6 +175,7 @@ td a{color:inherit;text-decoration:none;display:block}
 .meta{color:#57606a;font-size:13px;margin:4px 0}
 .hists{display:flex;flex-wrap:wrap;gap:12px;margin-top:8px}
 svg{display:block;border:1px solid #eaeef2;margin-top:8px;max-width:100%;height:auto}
+.partial{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 12px;font-weight:bold;color:#7d4e00}
 .witness{margin:8px 0 12px}.wt td,.wt th{font-size:12px;padding:2px 6px}
 .facts,.because{margin:4px 0;padding-left:20px;font-size:13px}.because li{color:#57606a}
 .cmd{background:#0d1117;color:#e6edf3;padding:6px 10px;border-radius:4px;display:block;white-space:pre-wrap;word-break:break-all}
@@ -197,7 +202,8 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{end}}
 
 {{define "page"}}{{template "head" .}}<body>
-<h1>durachk evidence</h1>
+<h1>durachk evidence</h1>{{if .Partial}}
+<p class="partial">⚠ {{.Partial}}. The verdicts below are those it had; the missing contracts have none.</p>{{end}}
 <p class="meta">{{.Counts}} · seed {{.Doc.Seed}} · durachk {{.Doc.Version}}</p>
 <p class="meta">Reproduce the whole run:</p><code class="cmd">{{.Doc.Command}}</code>
 <h2>Verdicts</h2>
@@ -210,7 +216,10 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{range .Sections}}<div class="result" id="{{.Anchor}}">
 <h3><code>{{.Contract}}</code> on {{.Target}} <span class="badge {{vclass .Verdict}}">{{.Mark}}</span></h3>
 <p>{{.Claim}}</p>
-{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}
+{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}{{if .TrialsNote}}
+<p><b>Trials:</b> {{.TrialsNote}}</p><table><tr><th>seed</th><th>verdict</th><th>seeds tried</th><th>reason</th><th>reproduce</th></tr>
+{{range .Trials}}<tr><td>{{.Seed}}</td><td class="{{vclass .Verdict}}">{{mark .Verdict}}</td><td>{{.SeedsTried}}</td><td>{{if ne (mark .Verdict) "pass"}}{{.Reason}}{{end}}</td><td>{{if .Reproduce}}<code>{{.Reproduce}}</code>{{end}}</td></tr>
+{{end}}</table>{{end}}
 <p class="meta">scenario: {{.Scenario}}{{if .Sabotage}} · sabotage: {{.Sabotage}}{{end}} · measured on {{.MeasuredOn}}</p>
 {{if .Planned}}<p class="meta"><b>Faults planned:</b> {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}

@@ -117,9 +117,17 @@ func WriteJUnit(w io.Writer, d *Document) error {
 		ev := d.EvidenceFor(r.Target, r.Contract)
 		c.SystemOut = fmt.Sprintf("claim: %s\nscenario: %s\nplanned faults: %s\nreproduce: %s\n", r.Claim, r.Scenario,
 			strings.Join(r.Planned, "; "), ev.Reproduce)
+		if note := TrialsNote(r); note != "" {
+			c.SystemOut += "trials: " + note + "\n" + TrialsText(d, r)
+		}
 		s.Tests++
 		s.Cases = append(s.Cases, c)
 		suiteMS[r.Target] += ms
+	}
+	if note := PartialNote(d); note != "" {
+		// A partial run is never green: one error says what is missing.
+		top.Suites = append(top.Suites, junitSuite{Name: "durachk run", Tests: 1, Errors: 1, Properties: []junitProperty{{"complete", "false"}},
+			Cases: []junitCase{{Classname: "durachk.run", Name: "complete", Time: "0.000", Error: &junitProblem{Message: oneLine(note), Type: "partial", Body: note}}}})
 	}
 	for _, s := range top.Suites {
 		top.Tests += s.Tests

@@ -23,6 +23,9 @@ func WriteMarkdown(w io.Writer, d *Document) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## durachk: %d pass, %d violation, %d unknown, %d skipped\n\n",
 		d.Summary["pass"], d.Summary["violation"], d.Summary["unknown"], d.Summary["skipped"])
+	if note := PartialNote(d); note != "" {
+		fmt.Fprintf(&b, "> **⚠ %s.** The verdicts below are those it had; the missing contracts have none.\n\n", mdEscape(note))
+	}
 	m := NewMatrix([]*Document{d}, nil)
 	// The table may take at most half the budget.
 	var table strings.Builder
@@ -71,6 +74,9 @@ func detailsBlock(d *Document, r contracts.Result) string {
 	fmt.Fprintf(&b, "%s\n\n", mdEscape(r.Claim))
 	if r.Reason != "" {
 		fmt.Fprintf(&b, "**Reason:** %s\n\n", mdEscape(clip(r.Reason, 2000)))
+	}
+	if note := TrialsNote(r); note != "" {
+		fmt.Fprintf(&b, "**Trials:** %s\n\n%s\n", note, trialsText(d, r, true))
 	}
 	if len(r.Planned) > 0 {
 		fmt.Fprintf(&b, "**Faults planned:** %s\n\n", mdEscape(clip(strings.Join(r.Planned, "; "), 2000)))

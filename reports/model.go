@@ -3,15 +3,19 @@
 // a self-contained HTML evidence page, the compare matrix and the baseline diff.
 //
 // A Document is built by one goroutine (the run) and is not safe for concurrent
-// mutation; once finished, rendering it from several goroutines is safe.
+// mutation; a run that evaluates concurrently hands its results to that one
+// goroutine (see Place). Rendering a document nobody mutates is safe from
+// several goroutines.
 package reports
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -33,14 +37,28 @@ const MaxHistoryOps = 4000
 
 // Document is one run: every result of every target, plus how to reproduce it.
 // All fields but Wall are a function of the command line and the targets; Wall
-// holds every wall-clock measurement, kept apart so that two runs with one seed
-// compare equal without it.
+// holds every wall-clock measurement and run id, kept apart so that two runs
+// with one seed compare equal without it.
 type Document struct {
 	Schema  string `json:"schema"`
 	Version string `json:"durachk_version"`
 	Seed    uint64 `json:"seed"`
 	// Jobs is the --jobs of the run (0: each contract's default).
-	Jobs    int                `json:"jobs,omitempty"`
+	Jobs int `json:"jobs,omitempty"`
+	// Trials is the --trials of the run (0: one run per contract).
+	Trials int `json:"trials,omitempty"`
+	// Complete is false until the run has carried out every result it set
+	// out to (Planned): result.json is rewritten after each result, so a run
+	// that was killed, interrupted or stopped by an error leaves a partial
+	// document with complete false. A document without the field (written
+	// before it existed) is read as complete.
+	Complete bool `json:"complete"`
+	// Interrupted: SIGINT or SIGTERM stopped the run; Stopped says why an
+	// incomplete run ended early (the signal, or the error).
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Stopped     string `json:"stopped,omitempty"`
+	// Planned is the number of results the run set out to produce.
+	Planned int                `json:"planned_results,omitempty"`
 	Command string             `json:"command"`
 	Targets []TargetInfo       `json:"targets"`
 	Results []contracts.Result `json:"results"`
@@ -53,6 +71,9 @@ type Document struct {
 	// Histories holds the (sampled) history of each result, keyed like Evidence.
 	// It is written to histories/*.jsonl beside result.json, not into it.
 	Histories map[string][]history.Op `json:"-"`
+
+	slots   []int           // the slot of each result placed with Place, in order
+	written map[string]bool // history files WriteJSON has written
 }
 
 // TargetInfo describes one target as it was measured. It never holds a
@@ -87,6 +108,8 @@ type Evidence struct {
 	Windows []FaultWindow `json:"fault_windows,omitempty"`
 	// Reproduce is the command that reruns this result alone.
 	Reproduce string `json:"reproduce,omitempty"`
+	// ReproduceTrials reruns each trial that did not pass, by seed.
+	ReproduceTrials map[uint64]string `json:"reproduce_trials,omitempty"`
 }
 
 // FaultWindow is a period during which a fault was in force, in the history's
@@ -101,18 +124,28 @@ type FaultWindow struct {
 	Planned bool `json:"planned,omitempty"`
 }
 
-// Wall is the wall-clock part of a run.
+// Wall is the part of a run that differs between two runs with one seed: its
+// times and run ids.
 type Wall struct {
+	// RunID names this run of durachk (printed when it starts).
+	RunID      string      `json:"run_id,omitempty"`
 	StartedAt  time.Time   `json:"started_at"`
 	DurationMS float64     `json:"duration_ms"`
 	Results    []WallEntry `json:"results"`
+	// CutShort are the run ids of the executions an interrupted or failed
+	// run cut short: torn down like every other, named in case their
+	// teardown could not finish (durachk cleanup).
+	CutShort []string `json:"cut_short_run_ids,omitempty"`
 }
 
-// WallEntry is the wall time of one result.
+// WallEntry is the wall time of one result and the run ids of the namespaces
+// its target made (one per execution: `durachk cleanup` finds what a killed
+// run left by them).
 type WallEntry struct {
-	Target   string  `json:"target"`
-	Contract string  `json:"contract"`
-	MS       float64 `json:"ms"`
+	Target   string   `json:"target"`
+	Contract string   `json:"contract"`
+	MS       float64  `json:"ms"`
+	RunIDs   []string `json:"run_ids,omitempty"`
 }
 
 // Key names a result among a document's evidence and histories.
@@ -160,7 +193,76 @@ func (d *Document) Add(r contracts.Result) {
 	}
 	d.Results = append(d.Results, r)
 	d.Summary[string(r.Verdict)]++
-	d.Wall.Results = append(d.Wall.Results, WallEntry{Target: r.Target, Contract: r.Contract, MS: ms(r.Wall)})
+	d.Wall.Results = append(d.Wall.Results, wallEntry(r))
+}
+
+func wallEntry(r contracts.Result) WallEntry {
+	return WallEntry{Target: r.Target, Contract: r.Contract, MS: ms(r.Wall), RunIDs: r.RunIDs}
+}
+
+// Entry is one result with its evidence and its history sample, as a run
+// hands it to its document.
+type Entry struct {
+	Result   contracts.Result
+	Evidence Evidence
+	History  []history.Op // a sample (SampleHistory); nil without one
+}
+
+// NewEntry samples ops and completes ev's counts and, when it has none, its
+// fault windows from the history.
+func NewEntry(r contracts.Result, ops []history.Op, ev Evidence) Entry {
+	ev.HistoryTotal = len(ops)
+	if len(ev.Windows) == 0 && len(ops) > 0 {
+		ev.Windows = ObservedWindows(ops)
+	}
+	e := Entry{Result: r, Evidence: ev}
+	if len(ops) > 0 {
+		e.History = SampleHistory(ops, MaxHistoryOps)
+		e.Evidence.HistoryOps = len(e.History)
+	}
+	return e
+}
+
+// Scrub replaces every secret in the entry with Redacted (see Document.Scrub).
+func (e *Entry) Scrub(secrets ...string) error {
+	const k = "entry"
+	ev := e.Evidence
+	d := &Document{Results: []contracts.Result{e.Result}, Evidence: map[string]*Evidence{k: &ev}, Histories: map[string][]history.Op{k: e.History}}
+	if err := d.Scrub(secrets...); err != nil {
+		return err
+	}
+	ids := e.Result.RunIDs
+	e.Result, e.Evidence, e.History = d.Results[0], *d.Evidence[k], d.Histories[k]
+	e.Result.RunIDs = ids
+	return nil
+}
+
+// Place puts e among the results in the order of slot, whatever order the
+// entries come in (a run numbers its results target × contract and evaluates
+// them concurrently), and names its history file by slot. Every result of a
+// document is placed, or every one added: the two do not mix.
+func (d *Document) Place(slot int, e Entry) {
+	if d.Summary == nil {
+		d.Summary = map[string]int{}
+	}
+	if d.Evidence == nil {
+		d.Evidence = map[string]*Evidence{}
+	}
+	if d.Histories == nil {
+		d.Histories = map[string][]history.Op{}
+	}
+	i := sort.SearchInts(d.slots, slot)
+	d.slots = slices.Insert(d.slots, i, slot)
+	d.Results = slices.Insert(d.Results, i, e.Result)
+	d.Wall.Results = slices.Insert(d.Wall.Results, i, wallEntry(e.Result))
+	d.Summary[string(e.Result.Verdict)]++
+	k := Key(e.Result.Target, e.Result.Contract)
+	ev := e.Evidence
+	if len(e.History) > 0 {
+		d.Histories[k] = e.History
+		ev.History = "histories/" + historyFile(slot, k)
+	}
+	d.Evidence[k] = &ev
 }
 
 // AddEvidence keeps a bounded sample of a result's history and its evidence.
@@ -218,20 +320,57 @@ func historyFile(i int, key string) string {
 }
 
 // WriteJSON writes the document, indented, to path (creating its directory),
-// and every history sample to the files its evidence names, beside it.
+// and every history sample to the files its evidence names, beside it. Each
+// file is replaced atomically (written beside, then renamed): a reader, or a
+// run killed while writing, sees the old file or the new one, never a part.
+// A document written again to the same path writes only the histories it did
+// not write before: a run rewrites its result.json after every result.
 func (d *Document) WriteJSON(path string) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
+	// Histories first: the document never names a file not yet there.
+	if err := d.writeHistories(dir); err != nil {
+		return err
+	}
 	b, err := d.MarshalIndent()
 	if err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := WriteFileAtomic(path, b); err != nil {
 		return fmt.Errorf("write result: %w", err)
 	}
-	return d.writeHistories(dir)
+	return nil
+}
+
+// WriteFileAtomic replaces path with b through a temporary file in the same
+// directory and a rename.
+func WriteFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // MarshalIndent is the document as result.json holds it.
@@ -255,12 +394,26 @@ func (d *Document) writeHistories(dir string) error {
 			continue
 		}
 		p := filepath.Join(dir, filepath.FromSlash(ev.History))
+		if d.written[p] {
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("write history: %w", err)
 		}
-		if err := history.WriteFile(p, d.Histories[k]); err != nil {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		for _, op := range d.Histories[k] {
+			if err := enc.Encode(op); err != nil {
+				return fmt.Errorf("write history: %w", err)
+			}
+		}
+		if err := WriteFileAtomic(p, b.Bytes()); err != nil {
 			return fmt.Errorf("write history: %w", err)
 		}
+		if d.written == nil {
+			d.written = map[string]bool{}
+		}
+		d.written[p] = true
 	}
 	return nil
 }

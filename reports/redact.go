@@ -100,10 +100,17 @@ func Fingerprint(ti TargetInfo) string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// Scrub replaces every occurrence of each secret in every string of the
-// document, its evidence and its history samples. Secrets shorter than 3
-// characters are ignored (they would shred ordinary text).
-func (d *Document) Scrub(secrets ...string) error {
+// ScrubString replaces every occurrence of each secret in s (see Scrub).
+func ScrubString(s string, secrets ...string) string {
+	if repl := scrubber(secrets); repl != nil {
+		return repl(s)
+	}
+	return s
+}
+
+// scrubber replaces the secrets (as they are, and query- and path-escaped) in
+// a string; nil when there is none to replace.
+func scrubber(secrets []string) func(string) string {
 	var ss []string
 	for _, s := range secrets {
 		if len(s) >= 3 {
@@ -113,11 +120,21 @@ func (d *Document) Scrub(secrets ...string) error {
 	if len(ss) == 0 {
 		return nil
 	}
-	repl := func(s string) string {
+	return func(s string) string {
 		for _, x := range ss {
 			s = strings.ReplaceAll(s, x, Redacted)
 		}
 		return s
+	}
+}
+
+// Scrub replaces every occurrence of each secret in every string of the
+// document, its evidence and its history samples. Secrets shorter than 3
+// characters are ignored (they would shred ordinary text).
+func (d *Document) Scrub(secrets ...string) error {
+	repl := scrubber(secrets)
+	if repl == nil {
+		return nil
 	}
 	b, err := json.Marshal(d)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 )
 
@@ -105,6 +106,7 @@ func synthDoc() *Document {
 	})
 	add("redis/aof", "order.fifo", contracts.Skipped, "the target does not claim FIFO", 0, nil)
 	d.Finish(d.Wall.StartedAt.Add(4 * time.Second))
+	d.Complete = true
 	if err := d.Scrub(planted); err != nil {
 		panic(err)
 	}
@@ -379,8 +381,36 @@ func TestWindows(t *testing.T) {
 	if len(ws) != 1 || ws[0].Kind != "pause" || ws[0].Target != "w3" || ws[0].To-ws[0].From != int64(300*time.Millisecond) {
 		t.Errorf("observed windows = %+v, want one 300ms pause of w3", ws)
 	}
+	outage := append(synthHistory(3),
+		history.Op{T: ops[0].T + 500*int64(time.Millisecond), Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker"},
+		history.Op{T: ops[0].T + 900*int64(time.Millisecond), Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_available", Target: "broker"})
+	ws = ObservedWindows(outage)
+	if len(ws) != 2 || ws[1].Kind != "broker_unavailable" || ws[1].To-ws[1].From != int64(400*time.Millisecond) {
+		t.Errorf("observed windows = %+v, want the pause and a 400ms broker outage", ws)
+	}
 	pw := PlanWindows(planFor(), 1000, 0.1)
 	if len(pw) != 1 || pw[0].From != 1000+int64(10*time.Millisecond) || pw[0].To != 1000+int64(40*time.Millisecond) {
 		t.Errorf("plan windows = %+v, want link_down scaled by 0.1", pw)
+	}
+}
+
+// TestPowerLossWindow: a power cut is a broker window of its own kind, observed
+// from the cut to the restart, and it replaces the planned one.
+func TestPowerLossWindow(t *testing.T) {
+	ops := []history.Op{
+		{T: 100, Process: "controller", Type: history.Info, F: history.Fault, Value: "power_loss", Target: "redis"},
+		{T: 400, Process: "controller", Type: history.Info, F: history.Fault, Value: "broker_restart", Target: "redis"},
+	}
+	obs := ObservedWindows(ops)
+	if len(obs) != 1 || obs[0].Kind != "power_loss" || obs[0].Target != "broker" || obs[0].From != 100 || obs[0].To != 400 {
+		t.Fatalf("observed windows = %+v, want power_loss of the broker from 100 to 400", obs)
+	}
+	plan := faults.Plan{Faults: []faults.Fault{{Kind: faults.PowerLoss, At: 6 * time.Second, For: 2 * time.Second}}}
+	pw := PlanWindows(plan, 0, 0.1)
+	if len(pw) != 1 || pw[0].Kind != "power_loss" || !pw[0].Planned {
+		t.Fatalf("plan windows = %+v, want one planned power_loss", pw)
+	}
+	if m := MergeWindows(pw, obs); len(m) != 1 || m[0].Planned {
+		t.Errorf("merged = %+v, want the observed window only", m)
 	}
 }

@@ -27,7 +27,10 @@ var windowColour = map[string]string{
 	"reply_loss":  "#ff7f0e",
 	"flap":        "#9467bd",
 	"broker_down": "#8c564b",
+	"power_loss":  "#17becf",
 	"pause":       "#7f7f7f",
+	// An outage nobody planned (the broker stopped answering).
+	"broker_unavailable": "#e377c2",
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }

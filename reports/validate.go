@@ -37,6 +37,12 @@ func DecodeJSON(b []byte) (*Document, error) {
 	if d.Summary == nil {
 		d.Summary = map[string]int{}
 	}
+	var has struct {
+		Complete *bool `json:"complete"`
+	}
+	if json.Unmarshal(b, &has) == nil && has.Complete == nil {
+		d.Complete = true // written before runs were written as they went
+	}
 	return &d, nil
 }
 

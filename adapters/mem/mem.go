@@ -28,6 +28,9 @@ type Options struct {
 	FIFO bool
 	// Volatile loses every message on Crash, as a broker without persistence does.
 	Volatile bool
+	// Unsynced acknowledges enqueues before they are on disk: a PowerLoss loses
+	// every message, a Crash none (the machine's page cache still has them).
+	Unsynced bool
 	// BreakOrder is a deliberately broken FIFO (newest first) that still claims
 	// FIFO: the negative control of order.fifo. Never set it otherwise.
 	BreakOrder bool
@@ -89,7 +92,7 @@ func (q *Queue) Capabilities() adapters.Capabilities {
 		Broker: "mem", Lease: adapters.Native, LeaseExtension: adapters.Native,
 		Token: adapters.Native, FencedAck: true, DeliveryCount: adapters.Native,
 		DeadLetter: dl, DelayedNack: adapters.Native, FIFO: q.opts.FIFO || q.opts.BreakOrder,
-		Durable: !q.opts.Volatile, BrokerKill: true,
+		Durable: !q.opts.Volatile, BrokerKill: true, PowerLoss: true,
 		Notes: []string{"embedded reference broker on a virtual clock; its verdicts are about durachk's reference semantics, not a real broker"},
 	}
 	return c
@@ -307,6 +310,17 @@ func (q *Queue) Crash(down time.Duration) {
 	defer q.mu.Unlock()
 	q.downUntil = q.opts.Now().Add(down)
 	if q.opts.Volatile {
+		q.msgs, q.dead, q.live = nil, nil, 0
+	}
+}
+
+// PowerLoss cuts the broker's power for down: like Crash, and a broker that
+// acknowledged before syncing (Unsynced) comes back empty too.
+func (q *Queue) PowerLoss(down time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.downUntil = q.opts.Now().Add(down)
+	if q.opts.Volatile || q.opts.Unsynced {
 		q.msgs, q.dead, q.live = nil, nil, 0
 	}
 }

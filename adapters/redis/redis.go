@@ -317,7 +317,7 @@ func capabilities(opts Options, dead string, settings map[string]string, cfgErr 
 	default:
 		notes = append(notes, fmt.Sprintf("server persistence: appendonly=%s appendfsync=%s save=%q", settings["appendonly"], settings["appendfsync"], settings["save"]))
 		if durable {
-			notes = append(notes, "appendonly yes: an acknowledged XADD is in the AOF (written before the reply; fsynced per appendfsync) and survives a process kill; a kill -9 cannot tell appendfsync always from everysec (the page cache survives it) and power loss is not simulated")
+			notes = append(notes, "appendonly yes: an acknowledged XADD is in the AOF (written before the reply; fsynced per appendfsync) and survives a process kill; a kill -9 cannot tell appendfsync always from everysec (the page cache survives it); durability.power-loss can")
 		} else {
 			notes = append(notes, "appendonly no: an acknowledged XADD lives in memory until the next RDB snapshot, if any, and is lost when the server is killed: not durable")
 		}

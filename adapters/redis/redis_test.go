@@ -347,7 +347,7 @@ func TestCapabilities(t *testing.T) {
 		{"no persistence", Options{}, map[string]string{"appendonly": "no", "appendfsync": "everysec", "save": ""}, nil, false, "appendonly no"},
 		{"RDB snapshots only", Options{}, map[string]string{"appendonly": "no", "save": "3600 1"}, nil, false, "lost when the server is killed"},
 		{"AOF everysec", Options{}, map[string]string{"appendonly": "yes", "appendfsync": "everysec"}, nil, true, "cannot tell appendfsync always from everysec"},
-		{"AOF always", Options{}, map[string]string{"appendonly": "yes", "appendfsync": "always"}, nil, true, "power loss is not simulated"},
+		{"AOF always", Options{}, map[string]string{"appendonly": "yes", "appendfsync": "always"}, nil, true, "durability.power-loss can"},
 		{"CONFIG refused", Options{}, map[string]string{}, errors.New("ERR unknown command 'CONFIG'"), false, "could not be read"},
 		{"MAXLEN trimming", Options{MaxLen: 10, Approximate: true}, map[string]string{"appendonly": "yes"}, nil, true, "MAXLEN ~ 10"},
 		{"MINID retention", Options{MinIDAge: time.Hour}, map[string]string{"appendonly": "yes"}, nil, true, "MINID now-1h0m0s"},

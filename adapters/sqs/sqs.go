@@ -698,7 +698,7 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	}
 	// SQS counts its messages (approximately) but cannot name them.
 	inv.Unnamed = int(c.Visible + c.Delayed + c.NotVisible)
-	if inv.DeadLettered, inv.Moved, err = q.deadLettered(ctx); err != nil {
+	if inv.DeadLettered, inv.Moved, err = q.deadLetteredAgain(ctx); err != nil {
 		return adapters.Inventory{}, opErr("inspect", none, err)
 	}
 	return inv, nil
@@ -732,6 +732,27 @@ func (q *Queue) brokerAction(id string, m types.Message) (adapters.BrokerAction,
 	return a, true
 }
 
+// inspectVisibility hides each DLQ message that deadLettered receives, so that
+// the next receive returns the others.
+const inspectVisibility = 5
+
+// deadLetteredAgain reads the DLQ, and reads it again when a receive's answer
+// was lost: the messages that receive hid are back only after
+// inspectVisibility, and a read before that would miss them without a word.
+func (q *Queue) deadLetteredAgain(ctx context.Context) (ids []string, moved []adapters.BrokerAction, err error) {
+	for try := 0; ; try++ {
+		ids, moved, err = q.deadLettered(ctx)
+		if err == nil || try == 2 || !(errors.Is(err, adapters.ErrAmbiguous) || errors.Is(err, adapters.ErrUnavailable)) {
+			return ids, moved, err
+		}
+		select {
+		case <-ctx.Done():
+			return ids, moved, err
+		case <-time.After(inspectVisibility*time.Second + 500*time.Millisecond):
+		}
+	}
+}
+
 // deadLettered receives every message of the DLQ (hiding each for a few
 // seconds so that the next receive returns the others), collects the job ids,
 // then makes them visible again. Nobody else consumes the run's DLQ.
@@ -753,7 +774,7 @@ func (q *Queue) deadLettered(ctx context.Context) ([]string, []adapters.BrokerAc
 	}()
 	for range 100 {
 		out, err := q.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(q.dlqURL),
-			MaxNumberOfMessages: 10, VisibilityTimeout: 5, WaitTimeSeconds: 0,
+			MaxNumberOfMessages: 10, VisibilityTimeout: inspectVisibility, WaitTimeSeconds: 0,
 			MessageSystemAttributeNames: q.attrList, MessageAttributeNames: []string{ReasonAttribute}})
 		if err != nil {
 			return nil, nil, mapErr(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/redact"
@@ -102,6 +103,8 @@ func run(args []string) error {
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, "seed scenario to run (or all); repeatable")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice (default 1, or the config file's)")
 	f.IntVar(&o.Jobs, "jobs", 0, "jobs per contract (default 24)")
+	f.IntVar(&o.Trials, "trials", 1, "runs of each contract, with successive seeds; a violation in any trial is the verdict")
+	f.IntVar(&o.Parallel, "parallel", 0, "contracts run at a time (default 8, fewer where their Postgres connections would pass 48; 1: one after the other)")
 	f.StringVar(&o.Out, "out", "durachk-out", "directory for result.json, histories/, junit.xml, summary.md, report.html")
 	f.StringVar(&o.Baseline, "baseline", "", "expected verdicts (target → contract → verdict, or a previous result.json): exit 0 when they match, 1 on a difference")
 	f.StringSliceVar(&o.Formats, "format", nil, "reports to write besides result.json: json, junit, md, html (default all)")
@@ -136,7 +139,7 @@ func run(args []string) error {
 	var reportFormat, reportOut string
 	reportCmd := &cobra.Command{
 		Use:   "report result.json",
-		Short: "Re-render a past run as html, junit, md or json",
+		Short: "Re-render a past run (also a partial one) as html, junit, md, json or text",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return cli.ConfigError(fmt.Errorf("report: name one result.json"))
@@ -147,7 +150,7 @@ func run(args []string) error {
 			return cli.Report(args[0], reportFormat, reportOut, cmd.OutOrStdout())
 		},
 	}
-	reportCmd.Flags().StringVar(&reportFormat, "format", "md", "html, junit, md or json")
+	reportCmd.Flags().StringVar(&reportFormat, "format", "md", "html, junit, md, json or text")
 	reportCmd.Flags().StringVarP(&reportOut, "output", "o", "", "file to write (default: stdout)")
 
 	var compareFormat, compareOut string
@@ -212,6 +215,15 @@ func run(args []string) error {
 		},
 	}
 
+	lazyfsCmd := &cobra.Command{
+		Use:                "lazyfs MOUNTPOINT DIR [journal] [ignore-fsync]",
+		Short:              "Serve the lazy file system of a power-loss run (started by durachk itself)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return lazyfs.ServeRemote(args, os.Stdin, cmd.OutOrStdout())
+		},
+	}
 	var natsDir string
 	natsServerCmd := &cobra.Command{
 		Use:    natsserver.Command,
@@ -276,7 +288,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd)
+	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

@@ -61,10 +61,15 @@ type RunOptions struct {
 	Seed      uint64
 	SeedSet   bool // --seed was given: it wins over the file's seed
 	Jobs      int
+	Trials    int // runs of each contract, with successive seeds (0: one)
+	Parallel  int // contracts evaluated at a time (0: DefaultParallel)
 	Out       string
 	Baseline  string
 	Formats   []string // files to write besides result.json (default: all)
 	Command   string   // the command line, for the report's reproduce line
+
+	placed   func(n int) // told after each result is written (tests)
+	resolved []*target   // the targets, resolved already (tests)
 }
 
 // target is a resolved target and how to describe and reproduce it.
@@ -187,10 +192,17 @@ func selection(o RunOptions) ([]*contracts.Contract, error) {
 
 // PrintTable writes the verdict table of a document.
 func PrintTable(w io.Writer, doc *reports.Document) {
+	if note := reports.PartialNote(doc); note != "" {
+		fmt.Fprintf(w, "!! %s: the verdicts below are those it had; the missing contracts have none.\n\n", note)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tCONTRACT\tVERDICT\tJOBS\tEXECUTIONS\tDUPS EXPL/UNEXPL\tFAULTS\tTIME")
 	for i, r := range doc.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\n", r.Target, r.Contract, r.Verdict, r.Stats.Accepted, r.Stats.Executions,
+		verdict := string(r.Verdict)
+		if n := len(r.Trials); n > 1 {
+			verdict = reports.TrialsNote(r)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\n", r.Target, r.Contract, verdict, r.Stats.Accepted, r.Stats.Executions,
 			r.Stats.Explained, r.Stats.Unexplained, faultCount(r.Stats.Faults), fmtMS(doc.WallMS(i)))
 	}
 	tw.Flush()
@@ -203,6 +215,9 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	for _, r := range doc.Results {
 		if r.Verdict != contracts.Pass {
 			fmt.Fprintf(w, "%s %s: %s: %s\n", r.Target, r.Contract, r.Verdict, r.Reason)
+			if len(r.Trials) > 1 {
+				fmt.Fprint(w, reports.TrialsText(doc, r))
+			}
 			for i, v := range r.Violations {
 				if i == maxWitnessesShown {
 					fmt.Fprintf(w, "  … %d more violations in result.json and report.html\n", len(r.Violations)-i)

@@ -67,6 +67,7 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 		} else {
 			fmt.Fprintf(tw, "  broker kill\t%v (simulated)\n", c.BrokerKill)
 		}
+		fmt.Fprintf(tw, "  power loss\t%v\n", c.PowerLoss)
 		for _, n := range c.Notes {
 			fmt.Fprintf(tw, "  note\t%s\n", n)
 		}

@@ -12,7 +12,8 @@ import (
 )
 
 // Report re-renders a past run (`durachk report result.json --format F`) to
-// out, or to stdout when out is empty.
+// out, or to stdout when out is empty. Format text is the table `durachk run`
+// prints. A partial run (killed, interrupted) renders with a banner saying so.
 func Report(path, format, out string, stdout io.Writer) error {
 	if format == "" {
 		format = "md"
@@ -22,7 +23,9 @@ func Report(path, format, out string, stdout io.Writer) error {
 		return ConfigError(err)
 	}
 	var b bytes.Buffer
-	if err := reports.Render(&b, doc, format); err != nil {
+	if strings.EqualFold(format, "text") {
+		PrintTable(&b, doc)
+	} else if err := reports.Render(&b, doc, format); err != nil {
 		return ConfigError(err)
 	}
 	return emit(&b, out, stdout)

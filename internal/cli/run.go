@@ -1,59 +1,99 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/reports"
 )
 
-// recorder is a Target that keeps the run and the execution of its last
-// Execute call, so that a report can show the history behind a verdict.
-// Not safe for concurrent use: one evaluation at a time.
+// recorder is a Target that keeps the run and the execution of every Execute
+// call by seed, so that a report can show the history behind a verdict. One
+// recorder serves one trial of one contract.
 type recorder struct {
 	contracts.Target
-	run *contracts.Run
-	ex  *contracts.Execution
+	runs map[uint64]contracts.Run
+	exs  map[uint64]*contracts.Execution
 }
 
 // Execute runs the inner target and records what it returned.
 func (r *recorder) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
 	ex, err := r.Target.Execute(ctx, run)
-	r.run = &run
+	if r.runs == nil {
+		r.runs, r.exs = map[uint64]contracts.Run{}, map[uint64]*contracts.Execution{}
+	}
+	r.runs[run.Seed] = run
 	if err == nil {
-		r.ex = &ex
+		r.exs[run.Seed] = &ex
 	}
 	return ex, err
 }
 
-// evaluate runs c on t and adds the result, its history sample and its
-// evidence to doc.
-func evaluate(ctx context.Context, doc *reports.Document, t *target, c *contracts.Contract, o RunOptions) (contracts.Result, error) {
+// evaluateTrial runs trial k of c on t and returns it with what it recorded.
+func evaluateTrial(ctx context.Context, t *target, c *contracts.Contract, o RunOptions, k int) (contracts.Result, *recorder, error) {
 	rec := &recorder{Target: t.Target}
-	res, err := contracts.Evaluate(ctx, rec, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
-	if err != nil {
-		return res, err
+	r, err := contracts.EvaluateTrial(ctx, rec, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs, Trials: o.Trials}, k)
+	return r, rec, err
+}
+
+// evaluate runs every trial of c on t, one after the other, and returns the
+// result as an entry of the document.
+func evaluate(ctx context.Context, t *target, c *contracts.Contract, o RunOptions) (reports.Entry, error) {
+	var runs []contracts.Result
+	var recs []*recorder
+	for k := range max(o.Trials, 1) {
+		r, rec, err := evaluateTrial(ctx, t, c, o, k)
+		if err != nil {
+			return reports.Entry{Result: r}, err
+		}
+		runs, recs = append(runs, r), append(recs, rec)
 	}
-	doc.Add(res)
-	ev := reports.Evidence{Reproduce: reproduce(t, c, o)}
-	if rec.ex == nil {
-		doc.AddEvidence(res, nil, ev)
-		return res, nil
+	return entryOf(t, c, o, runs, recs), nil
+}
+
+// entryOf makes the document's entry of a contract's trials: the verdict, the
+// history sample of the run the result shows, its fault windows and the
+// commands that reproduce it and each trial that did not pass.
+func entryOf(t *target, c *contracts.Contract, o RunOptions, runs []contracts.Result, recs []*recorder) reports.Entry {
+	res := contracts.Aggregate(runs)
+	ev := reports.Evidence{Reproduce: reproduce(t, c, o, res.Seed)}
+	for _, tr := range res.Trials {
+		if tr.Verdict != contracts.Pass {
+			if ev.ReproduceTrials == nil {
+				ev.ReproduceTrials = map[uint64]string{}
+			}
+			ev.ReproduceTrials[tr.Seed] = reproduce(t, c, o, tr.Seed)
+		}
 	}
-	observed := reports.ObservedWindows(rec.ex.Ops)
-	planned := reports.PlanWindows(rec.run.Scenario.Plan, anchor(rec.ex.Ops, rec.run.Scenario, t.scale), t.scale)
-	ev.Windows = reports.MergeWindows(planned, observed)
-	doc.AddEvidence(res, rec.ex.Ops, ev)
-	return res, nil
+	for _, rec := range recs {
+		ex := rec.exs[res.Seed]
+		if ex == nil {
+			continue
+		}
+		run := rec.runs[res.Seed]
+		observed := reports.ObservedWindows(ex.Ops)
+		planned := reports.PlanWindows(run.Scenario.Plan, anchor(ex.Ops, run.Scenario, t.scale), t.scale)
+		ev.Windows = reports.MergeWindows(planned, observed)
+		return reports.NewEntry(res, ex.Ops, ev)
+	}
+	return reports.NewEntry(res, nil, ev)
 }
 
 // anchor estimates the scenario's start in the history's clock: the producer
@@ -83,9 +123,9 @@ func anchor(ops []history.Op, sc contracts.Scenario, scale float64) int64 {
 	return first - int64(float64(at)*scale)
 }
 
-// reproduce is the command that reruns one result alone.
-func reproduce(t *target, c *contracts.Contract, o RunOptions) string {
-	parts := []string{"durachk", "run", "--seed", fmt.Sprint(o.Seed)}
+// reproduce is the command that reruns one result (or one trial) alone.
+func reproduce(t *target, c *contracts.Contract, o RunOptions, seed uint64) string {
+	parts := []string{"durachk", "run", "--seed", fmt.Sprint(seed)}
 	if t.spec != "mem" && t.spec != "" {
 		parts = append(parts, "--target", shellQuote(reports.RedactURL(t.spec)))
 	}
@@ -110,12 +150,14 @@ func shellQuote(s string) string {
 }
 
 // progress reports a run's advance: one bar over target × contract when stderr
-// is a terminal, plain lines otherwise.
+// is a terminal, one line per result otherwise. Safe for concurrent use.
 type progress struct {
-	bar   *progressbar.ProgressBar
-	w     io.Writer
-	total int
-	n     int
+	mu      sync.Mutex
+	bar     *progressbar.ProgressBar
+	w       io.Writer
+	total   int
+	n       int
+	running map[string]int
 }
 
 func isTerminal(w io.Writer) bool {
@@ -128,7 +170,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 func newProgress(w io.Writer, total int) *progress {
-	p := &progress{w: w, total: total}
+	p := &progress{w: w, total: total, running: map[string]int{}}
 	if isTerminal(w) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish(), progressbar.OptionSetPredictTime(true),
@@ -138,43 +180,104 @@ func newProgress(w io.Writer, total int) *progress {
 }
 
 func (p *progress) start(target, contract string) {
-	if p.bar != nil {
-		p.bar.Describe(target + " " + contract)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running[target+" "+contract]++
+	p.describe(target + " " + contract)
+}
+
+// describe names a contract that runs (the latest started), and how many run.
+func (p *progress) describe(latest string) {
+	if p.bar == nil {
+		return
 	}
+	n := 0
+	for _, k := range p.running {
+		n += k
+	}
+	if n > 1 {
+		latest = fmt.Sprintf("%d running: %s, …", n, latest)
+	}
+	p.bar.Describe(latest)
 }
 
 func (p *progress) done(r contracts.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.n++
 	if p.bar != nil {
 		_ = p.bar.Add(1)
 		return
 	}
-	fmt.Fprintf(p.w, "durachk: [%d/%d] %s %s: %s (%s)\n", p.n, p.total, r.Target, r.Contract, r.Verdict, fmtMS(float64(r.Wall.Microseconds())/1000))
+	verdict := string(r.Verdict)
+	if n := len(r.Trials); n > 1 {
+		verdict += fmt.Sprintf(" (%d trials)", n)
+	}
+	fmt.Fprintf(p.w, "durachk: [%d/%d] %s %s: %s (%s)\n", p.n, p.total, r.Target, r.Contract, verdict, fmtMS(float64(r.Wall.Microseconds())/1000))
+}
+
+// ended counts off one trial of a contract.
+func (p *progress) ended(target, contract string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if k := target + " " + contract; p.running[k] > 1 {
+		p.running[k]--
+	} else {
+		delete(p.running, k)
+	}
+	for k := range p.running {
+		p.describe(k)
+		break
+	}
 }
 
 func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
 }
 
-// logWriter writes the runner's progress lines, clearing the bar first.
+// logWriter writes the runner's progress lines, clearing the bar first. Safe
+// for concurrent use: every Write is one line of one run.
 type logWriter struct {
-	p *progress
-	w io.Writer
+	mu sync.Mutex
+	p  *progress
+	w  io.Writer
 }
 
 func (l *logWriter) Write(b []byte) (int, error) {
-	if l.p != nil && l.p.bar != nil {
-		_ = l.p.bar.Clear()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.p != nil {
+		l.p.mu.Lock()
+		defer l.p.mu.Unlock()
+		if l.p.bar != nil {
+			_ = l.p.bar.Clear()
+		}
 	}
 	return l.w.Write(b)
 }
 
+func (l *logWriter) setProgress(p *progress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p = p
+}
+
 // Run carries out `durachk run`: every selected contract on every target,
-// then result.json (with histories/), junit.xml, summary.md and report.html
-// in o.Out, the summary appended to $GITHUB_STEP_SUMMARY when set, and the
-// exit code (or the baseline's verdict).
+// --parallel at a time, then result.json (with histories/), junit.xml,
+// summary.md and report.html in o.Out, the summary appended to
+// $GITHUB_STEP_SUMMARY when set, and the exit code (or the baseline's
+// verdict).
+//
+// No result is lost: o.Out is made ready (an earlier run's files moved aside)
+// before the first contract, and result.json is rewritten atomically after
+// every result with complete false, so that a run killed at any moment leaves
+// the results it had. SIGINT or SIGTERM (ctx) ends the contracts in flight
+// (their namespaces are torn down), marks the run interrupted and writes every
+// format; an interrupted run never exits 0 (see incompleteError).
 func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	formats, err := checkFormats(o.Formats)
 	if err != nil {
@@ -184,52 +287,346 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.Trials < 0 {
+		return ConfigError(fmt.Errorf("--trials %d: want a positive number", o.Trials))
+	}
+	if o.Parallel < 0 {
+		return ConfigError(fmt.Errorf("--parallel %d: want a positive number (0: the default)", o.Parallel))
+	}
 	lw := &logWriter{w: stderr}
-	ts, err := resolveAll(ctx, &o, lw)
-	if err != nil {
-		return err
+	ts := o.resolved
+	if ts == nil {
+		if ts, err = resolveAll(ctx, &o, lw); err != nil {
+			return err
+		}
+	}
+	runID := newRunID()
+	parallel := o.Parallel
+	if parallel == 0 {
+		parallel = DefaultParallel
+	}
+	planned := len(ts) * len(cs)
+	trials := ""
+	if o.Trials > 1 {
+		trials = fmt.Sprintf(", %d trials each", o.Trials)
+	}
+	fmt.Fprintf(stderr, "durachk: run %s: %s on %s%s, up to %d at a time; results in %s\n",
+		runID, plural(len(cs), "contract"), plural(len(ts), "target"), trials, min(parallel, planned*max(o.Trials, 1)), filepath.Join(o.Out, "result.json"))
+	if err := prepareOut(o.Out, stderr); err != nil {
+		return ConfigError(err)
 	}
 	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
-	doc.Jobs = o.Jobs
-	prog := newProgress(stderr, len(ts)*len(cs))
-	lw.p = prog
+	doc.Jobs, doc.Planned, doc.Wall.RunID = o.Jobs, planned, runID
+	if o.Trials > 1 {
+		doc.Trials = o.Trials
+	}
 	var secrets []string
 	for _, t := range ts {
 		doc.AddTargetInfo(t.info)
 		secrets = append(secrets, t.secrets...)
-		for _, c := range cs {
-			if ctx.Err() != nil {
-				prog.finish()
-				return ConfigError(ctx.Err())
-			}
-			prog.start(t.Name(), c.ID)
-			r, err := evaluate(ctx, doc, t, c, o)
-			if err != nil {
-				prog.finish()
-				return ConfigError(err)
-			}
-			prog.done(r)
-		}
 	}
-	prog.finish()
-	doc.Finish(time.Now())
 	if err := doc.Scrub(secrets...); err != nil {
 		return ConfigError(err)
+	}
+	resultPath := filepath.Join(o.Out, "result.json")
+	if err := doc.WriteJSON(resultPath); err != nil {
+		return ConfigError(err)
+	}
+	prog := newProgress(stderr, planned)
+	lw.setProgress(prog)
+	runErr := evaluateAll(ctx, tasks(ts, cs, o.Trials), o, parallel, prog, func(slot int, e reports.Entry) error {
+		if err := e.Scrub(secrets...); err != nil {
+			return err
+		}
+		doc.Place(slot, e)
+		if err := doc.WriteJSON(resultPath); err != nil {
+			return err
+		}
+		if o.placed != nil {
+			o.placed(len(doc.Results))
+		}
+		return nil
+	}, func(ids []string) { doc.Wall.CutShort = append(doc.Wall.CutShort, ids...) })
+	prog.finish()
+	doc.Finish(time.Now())
+	switch {
+	case runErr == nil && len(doc.Results) == planned:
+		doc.Complete = true // a signal after the last result interrupts nothing
+	case ctx.Err() != nil:
+		doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
+	case runErr != nil:
+		doc.Stopped = reports.ScrubString(runErr.Error(), secrets...)
+	default:
+		doc.Stopped = "the run ended before its last result"
 	}
 	PrintTable(stdout, doc)
 	if err := WriteOutputs(doc, o.Out, formats); err != nil {
 		return ConfigError(err)
 	}
-	fmt.Fprintf(stdout, "\nresult: %s\n", filepath.Join(o.Out, "result.json"))
+	fmt.Fprintf(stdout, "\nresult: %s\n", resultPath)
+	if !doc.Complete {
+		fmt.Fprintf(stderr, "durachk: run %s is partial: %d of %d results in %s (%s)\n", runID, len(doc.Results), planned, resultPath, doc.Stopped)
+	}
 	if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
 		if err := appendSummary(p, doc); err != nil {
 			fmt.Fprintf(stderr, "durachk: job summary: %v\n", err)
 		}
 	}
-	if baseline != nil {
-		return gate(stdout, stderr, baseline, doc)
+	if runErr != nil && !doc.Interrupted {
+		return ConfigError(runErr)
 	}
-	return verdictError(doc)
+	if baseline != nil {
+		err = gate(stdout, stderr, baseline, doc)
+	} else {
+		err = verdictError(doc)
+	}
+	if !doc.Complete && Code(err) == ExitPass {
+		return incompleteError(doc)
+	}
+	return err
+}
+
+// incompleteError is the exit of a run that ended early without a finding:
+// 2, like an unknown verdict (it cannot say pass). A violation (or a baseline
+// difference) among the results it has exits 1 as usual.
+func incompleteError(doc *reports.Document) error {
+	return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("the run is partial: %d of %d results (%s)", len(doc.Results), doc.Planned, doc.Stopped)}
+}
+
+// interruption names what ended ctx: the signal, where the context says.
+func interruption(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		return c.Error()
+	}
+	return ctx.Err().Error()
+}
+
+// DefaultParallel is how many contracts a run evaluates at a time without
+// --parallel. The Postgres budget (pgBudget) is what bounds it on real
+// targets; on the embedded target runs take milliseconds.
+const DefaultParallel = 8
+
+// pgBudget is the number of Postgres connections the contracts of one run
+// may hold together, by estimate (pgConns): the shared server allows 100 for
+// everyone, and `make test` may run beside. A contract that needs more than
+// the budget still runs, alone.
+const pgBudget = 48
+
+// pgConns estimates the Postgres connections a contract on t holds at its
+// peak, as measured (ss over the process tree of `durachk run`): on a
+// postgres target up to 14 (controller, producer, workers, relay, each with a
+// queue and an effect store pool), on other brokers up to 8 (the effect
+// store's), on the embedded target none.
+func pgConns(t *target) int {
+	switch t.info.Kind {
+	case "mem":
+		return 0
+	case "postgres":
+		return 14
+	}
+	return 8
+}
+
+// task is one trial of one contract on one target; slot is the contract's
+// place in the document (target order × contract order).
+type task struct {
+	slot, trial int
+	t           *target
+	c           *contracts.Contract
+}
+
+// tasks lists every trial of every contract of every target in the order
+// they start: the longest first, so that no long one starts last (those that
+// start a private broker, RabbitMQ's the slowest, then by the span of the
+// scenario's faults and jobs), one contract of each target in turn, so that
+// concurrent runs spread over the brokers; the trials of a contract together.
+func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
+	var out []task
+	for j, c := range cs {
+		for i, t := range ts {
+			for k := range max(trials, 1) {
+				out = append(out, task{slot: i*len(cs) + j, trial: k, t: t, c: c})
+			}
+		}
+	}
+	span := map[*contracts.Contract]time.Duration{}
+	for _, c := range cs {
+		span[c] = scenarioSpan(c.Scenario(1, contracts.DefaultJobs))
+	}
+	tier := func(tk task) int {
+		switch {
+		case !startsBroker(tk.c):
+			return 0
+		case tk.t.info.Kind == "amqp":
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(out, func(a, b task) int {
+		if d := tier(b) - tier(a); d != 0 {
+			return d
+		}
+		return cmp.Compare(span[b.c], span[a.c])
+	})
+	return out
+}
+
+// scenarioSpan is how long a scenario's faults and jobs go on (virtual
+// time): an estimate of how long a run of it takes, for the order of tasks.
+func scenarioSpan(sc contracts.Scenario) time.Duration {
+	var span time.Duration
+	for _, f := range sc.Plan.Faults {
+		span = max(span, f.At+f.For)
+	}
+	for _, j := range sc.Jobs {
+		end := j.At
+		if p, err := pipeline.DecodePayload(j.Job.Payload); err == nil {
+			end += p.Slow
+		}
+		span = max(span, end)
+	}
+	return span
+}
+
+func startsBroker(c *contracts.Contract) bool {
+	for _, l := range c.Labels {
+		if l == "fault:broker-kill" {
+			return true
+		}
+	}
+	return false
+}
+
+// evaluateAll runs the tasks (trials) in order, at most parallel at a time
+// and within the Postgres budget, each as soon as it fits; once every trial
+// of a contract is in, it hands the contract's entry to place, from this
+// goroutine only. The first error (of a trial or of place) stops the tasks
+// not yet started and the ones in flight (their run ids go to cutShort); it
+// is returned once every task in flight has ended. ctx ending does the same and returns nil: the caller
+// tells an interruption by ctx.
+func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, cutShort func(runIDs []string)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type done struct {
+		task
+		r   contracts.Result
+		rec *recorder
+		err error
+	}
+	trials := max(o.Trials, 1)
+	type slot struct {
+		runs []contracts.Result
+		recs []*recorder
+		n    int
+	}
+	slots := map[int]*slot{}
+	results := make(chan done)
+	pending := ts
+	running, conns := 0, 0
+	var first error
+	for {
+		// In order: a task waits for room rather than let later ones pass it
+		// for ever (a postgres target's heavier runs would starve).
+		for ctx.Err() == nil && len(pending) > 0 && running < max(parallel, 1) && (running == 0 || conns+pgConns(pending[0].t) <= pgBudget) {
+			tk := pending[0]
+			pending = pending[1:]
+			running++
+			conns += pgConns(tk.t)
+			prog.start(tk.t.Name(), tk.c.ID)
+			go func() {
+				r, rec, err := evaluateTrial(ctx, tk.t, tk.c, o, tk.trial)
+				results <- done{task: tk, r: r, rec: rec, err: err}
+			}()
+		}
+		if running == 0 {
+			return first
+		}
+		d := <-results
+		running--
+		conns -= pgConns(d.t)
+		prog.ended(d.t.Name(), d.c.ID)
+		switch {
+		case d.err != nil:
+			if first == nil && ctx.Err() == nil {
+				first = d.err
+			}
+			cutShort(d.r.RunIDs)
+			cancel()
+			continue
+		case first != nil:
+			continue // the run stops at its first error; what ended after it is not placed
+		}
+		sl := slots[d.slot]
+		if sl == nil {
+			sl = &slot{runs: make([]contracts.Result, trials), recs: make([]*recorder, trials)}
+			slots[d.slot] = sl
+		}
+		sl.runs[d.trial], sl.recs[d.trial] = d.r, d.rec
+		if sl.n++; sl.n < trials {
+			continue
+		}
+		delete(slots, d.slot)
+		e := entryOf(d.t, d.c, o, sl.runs, sl.recs)
+		if err := place(d.slot, e); err != nil {
+			first = err
+			cancel()
+			continue
+		}
+		prog.done(e.Result)
+	}
+}
+
+// outputs are the files a run writes in its --out directory.
+var outputs = []string{"result.json", "histories", "junit.xml", "summary.md", "report.html"}
+
+// prepareOut creates dir and moves the files of an earlier run there aside,
+// into previous-<time of its result.json>, so that nothing stale is read as
+// this run's; leftover temporary files of a killed run are removed.
+func prepareOut(dir string, stderr io.Writer) error {
+	if dir == "" {
+		return fmt.Errorf("--out: want a directory")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp"))
+	for _, f := range tmps {
+		os.Remove(f)
+	}
+	var found []string
+	stamp := time.Now()
+	for _, n := range outputs {
+		st, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		if len(found) == 0 || n == "result.json" {
+			stamp = st.ModTime()
+		}
+		found = append(found, n)
+	}
+	if len(found) == 0 || !slices.ContainsFunc(found, func(n string) bool { return n == "result.json" || n == "histories" }) {
+		return nil // reports alone are overwritten; nothing could be read as this run's results
+	}
+	base := filepath.Join(dir, "previous-"+stamp.Format("20060102-150405"))
+	aside := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(aside, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		aside = fmt.Sprintf("%s-%d", base, i)
+	}
+	for _, n := range found {
+		if err := os.Rename(filepath.Join(dir, n), filepath.Join(aside, n)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "durachk: %s held an earlier run: moved %s aside to %s\n", dir, strings.Join(found, ", "), aside)
+	return nil
 }
 
 func checkFormats(fs []string) ([]string, error) {
@@ -258,10 +655,6 @@ func checkFormats(fs []string) ([]string, error) {
 // WriteOutputs writes result.json (always, with its histories) and every
 // other format into dir.
 func WriteOutputs(doc *reports.Document, dir string, formats []string) error {
-	// History samples of an earlier run in the same directory would be stale.
-	if err := os.RemoveAll(filepath.Join(dir, "histories")); err != nil {
-		return err
-	}
 	if err := doc.WriteJSON(filepath.Join(dir, "result.json")); err != nil {
 		return err
 	}
@@ -280,15 +673,11 @@ func writeFile(path string, doc *reports.Document, format string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := reports.Render(f, doc, format); err != nil {
-		f.Close()
+	var b bytes.Buffer
+	if err := reports.Render(&b, doc, format); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return f.Close()
+	return reports.WriteFileAtomic(path, b.Bytes())
 }
 
 func appendSummary(path string, doc *reports.Document) error {
@@ -314,6 +703,11 @@ func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) 
 	fmt.Fprintf(stdout, "baseline: %d regression(s)\n", len(diffs))
 	for _, d := range diffs {
 		fmt.Fprintln(stdout, d.String())
+		for _, r := range doc.Results {
+			if r.Target == d.Target && r.Contract == d.Contract && len(r.Trials) > 1 {
+				fmt.Fprintf(stdout, "  %s\n%s", reports.TrialsNote(r), reports.TrialsText(doc, r))
+			}
+		}
 	}
 	return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d verdict(s) differ from the baseline", len(diffs))}
 }
@@ -326,4 +720,19 @@ func verdictError(doc *reports.Document) error {
 		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("%d unknown verdict(s)", doc.Summary[string(contracts.Unknown)])}
 	}
 	return nil
+}
+
+// newRunID names one run of durachk (the namespaces its targets make have
+// run ids of their own, recorded per result).
+func newRunID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

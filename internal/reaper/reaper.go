@@ -204,6 +204,7 @@ func Reap(cgroups, pgids, dirs []string) error {
 		}
 	}
 	for _, d := range dirs {
+		DetachMounts(d)
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err.Error())
 		}

@@ -91,7 +91,10 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed, err := Sweep(func(id string) bool { return id == storeLive })
+	// Every run this test did not make is live to it: a sweep in a test must
+	// never touch the machine's real runs.
+	ours := map[string]bool{dead: true, locked: true, storeLive: true, young: true, old: true}
+	removed, err := Sweep(func(id string) bool { return id == storeLive || !ours[id] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +179,26 @@ func TestWatchdog(t *testing.T) {
 			t.Errorf("cgroup %s is left", cg)
 		}
 		_ = syscall.Rmdir(filepath.Dir(cg))
+	}
+}
+
+func TestRunDirIn(t *testing.T) {
+	tmp := t.TempDir()
+	d := filepath.Join(tmp, DirPattern("abcd")+"12")
+	if err := os.MkdirAll(filepath.Join(d, "rabbit"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[string]string{
+		d + "/rabbit":                          d,
+		d:                                      d,
+		`"` + d + `/rabbit/mnesia"`:            d,
+		filepath.Join(tmp, "durachk-abcd-12x"): "",
+		filepath.Join(tmp, "durachk-abce-12"):  "",
+		"relative/durachk-abcd-12":             "",
+	} {
+		if got := runDirIn(s, "abcd"); got != want {
+			t.Errorf("runDirIn(%q) = %q, want %q", s, got, want)
+		}
 	}
 }
 

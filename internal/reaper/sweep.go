@@ -91,6 +91,10 @@ func Sweep(live func(runID string) bool) ([]string, error) {
 	var errs []error
 	for _, id := range sorted {
 		dir, cg := dirs[id], cgroups[id]
+		if dir == "" && cg != "" {
+			// A run under another TMPDIR: its processes name its directory.
+			dir = cgroupRunDir(cg, id)
+		}
 		if dir != "" && dirLive(dir) {
 			continue
 		}
@@ -122,6 +126,9 @@ func Sweep(live func(runID string) bool) ([]string, error) {
 				}
 			}
 			waitGone(dir, 10*time.Second)
+			for _, mp := range DetachMounts(dir) {
+				removed = append(removed, "mount "+mp)
+			}
 			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, err)
 			} else {
@@ -130,6 +137,42 @@ func Sweep(live func(runID string) bool) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// cgroupRunDir finds the run directory of run id that a process of its cgroup
+// works in or names on its command line, or "".
+func cgroupRunDir(cg, id string) string {
+	for _, pid := range cgroupProcs(cg) {
+		cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		for _, s := range append([]string{cwd}, strings.Split(string(cmdline), "\x00")...) {
+			if d := runDirIn(s, id); d != "" {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// runDirIn returns the run directory of id that path s is in, or "".
+func runDirIn(s, id string) string {
+	s = strings.Trim(s, `"'`)
+	i := strings.Index(s, "/"+DirPattern(id))
+	if i < 0 || !strings.HasPrefix(s, "/") {
+		return ""
+	}
+	end := strings.IndexByte(s[i+1:], '/')
+	d := s
+	if end >= 0 {
+		d = s[:i+1+end]
+	}
+	if !runDirRE.MatchString(filepath.Base(d)) {
+		return ""
+	}
+	if st, err := os.Stat(d); err != nil || !st.IsDir() {
+		return ""
+	}
+	return d
 }
 
 func waitGone(dir string, d time.Duration) {

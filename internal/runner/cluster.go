@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,11 @@ type clusterRun struct {
 func (t *Target) describeCluster() {
 	t.caps.NodeFaults = targets.CanFaultNodes(t.Spec) == nil
 	t.caps.NodePartitions = targets.CanPartitionNodes(t.Spec)
+	if targets.HasPrivateCluster(t.Spec) {
+		// A power cut of a whole cluster is not modelled: its nodes run on the
+		// run directory's own file system.
+		t.caps.PowerLoss = false
+	}
 	targets.AdjustForCluster(t.Spec, &t.caps)
 	if targets.HasExternalCluster(t.Spec) {
 		t.caps.Notes = append(t.caps.Notes, "node faults through the control commands of an existing cluster: durachk can kill and start its nodes, not partition them or lag their replication")
@@ -61,7 +67,8 @@ func (t *Target) describeCluster() {
 func (r *run) startCluster() error {
 	r.links = faults.Prepare(r.sc.Plan, r.rc.Seed)
 	c := &clusterRun{r: r}
-	env := targets.ClusterEnv{Dir: r.dir, RunID: r.spec.RunID, Links: r.links, Logf: r.t.logf,
+	logf := func(format string, args ...any) { r.logf(strings.TrimLeft(format, " "), args...) }
+	env := targets.ClusterEnv{Dir: r.dir, RunID: r.spec.RunID, Links: r.links, Logf: logf,
 		OnFault: func(kind, link string) {
 			// Faults on the cluster's links count from the run's start: the
 			// controller's history exists by then.
@@ -74,7 +81,7 @@ func (r *run) startCluster() error {
 		// A node that could not start (a port taken between its choice and
 		// the bind, a node killed by a loaded machine) gets one more chance,
 		// on fresh ports.
-		r.t.logf("  the cluster did not start, once more: %v", err)
+		r.logf("the cluster did not start, once more: %v", err)
 		cl, spec, err = targets.StartCluster(r.ctx, r.spec, env)
 	}
 	if err != nil {
@@ -84,9 +91,9 @@ func (r *run) startCluster() error {
 	r.cl = c
 	r.spec = spec
 	if targets.HasExternalCluster(r.spec) {
-		r.t.logf("  %s", cl.Describe())
+		r.logf("%s", cl.Describe())
 	} else {
-		r.t.logf("  %s started and settled in %s", cl.Describe(), cl.StartTime().Round(time.Millisecond))
+		r.logf("%s started and settled in %s", cl.Describe(), cl.StartTime().Round(time.Millisecond))
 	}
 	return nil
 }
@@ -249,7 +256,7 @@ func (c *clusterRun) watchPrimary(ctx context.Context) {
 	c.record(history.Node, "primary", p)
 	if prev != "" {
 		c.record(history.Fault, "failover", p)
-		c.r.t.logf("  %s is the primary now (was %s)", p, prev)
+		c.r.logf("%s is the primary now (was %s)", p, prev)
 	}
 }
 
@@ -278,7 +285,7 @@ func (c *clusterRun) control(ctx context.Context) {
 		c.mu.Lock()
 		c.done, c.unsettled = true, why
 		c.mu.Unlock()
-		r.t.logf("  cluster: %s", why)
+		r.logf("cluster: %s", why)
 	}
 	for len(events) > 0 {
 		sort.SliceStable(events, func(i, j int) bool { return events[i].at < events[j].at })
@@ -312,12 +319,12 @@ func (c *clusterRun) control(ctx context.Context) {
 			p, err := c.failover(ctx)
 			switch {
 			case errors.Is(err, targets.ErrAutomaticFailover):
-				r.t.logf("  failover: left to the topology")
+				r.logf("failover: left to the topology")
 			case err != nil:
 				fail(fmt.Sprintf("failover: %v", err))
 				return
 			default:
-				r.t.logf("  promoted %s", p)
+				r.logf("promoted %s", p)
 				c.watchPrimary(ctx)
 			}
 			continue
@@ -345,7 +352,7 @@ func (c *clusterRun) control(ctx context.Context) {
 					return
 				}
 				down[n] = true
-				r.t.logf("  killed node %s", n)
+				r.logf("killed node %s", n)
 			}
 			if f.For > 0 {
 				events = append(events, nodeEvent{at: f.At + f.For, nodes: nodes, kind: "restart"})
@@ -358,7 +365,7 @@ func (c *clusterRun) control(ctx context.Context) {
 				fail(fmt.Sprintf("partition of %v: %v", nodes, err))
 				return
 			}
-			r.t.logf("  partitioned %v from the other nodes", nodes)
+			r.logf("partitioned %v from the other nodes", nodes)
 			if f.For > 0 {
 				events = append(events, nodeEvent{at: f.At + f.For, nodes: nodes, kind: "heal"})
 			}
@@ -408,7 +415,7 @@ func (c *clusterRun) control(ctx context.Context) {
 		c.record(history.Node, "producer unpinned", c.observed())
 	}
 	c.record(history.Node, fmt.Sprintf("settled in %s", time.Since(begin).Round(time.Millisecond)), c.observed())
-	r.t.logf("  cluster settled in %s after the last fault, primary %s", time.Since(begin).Round(time.Millisecond), c.observed())
+	r.logf("cluster settled in %s after the last fault, primary %s", time.Since(begin).Round(time.Millisecond), c.observed())
 	c.mu.Lock()
 	c.done = true
 	c.mu.Unlock()

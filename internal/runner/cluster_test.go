@@ -61,12 +61,6 @@ func record(t *testing.T, name string, rec *recording, seed uint64) {
 	t.Logf("recorded %s", base)
 }
 
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(b []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
 
 // clusterTarget is a target with a private cluster shaped by knobs, on the
 // kind of envURL's broker (which also holds the store, through

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/reaper"
 	"github.com/durachk/durachk/internal/sim"
 	"github.com/durachk/durachk/internal/targets"
@@ -77,6 +79,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	} else {
 		t.caps.BrokerKill = true
 	}
+	powerLossCaps(spec, &t.caps)
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -108,11 +111,12 @@ func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 var selfServes bool
 
 // ServeChildIfAsked lets a test binary that drives real targets be its own
-// worker and watchdog: call it first in TestMain. When the binary was started
-// as a child (`<binary> worker --config -` or `<binary> watchdog`) it runs the
-// child and exits; otherwise it returns and the runner may re-execute the
+// worker, watchdog and lazy file system: call it first in TestMain. When the
+// binary was started as a child (`<binary> worker --config -`, `<binary>
+// watchdog` or `<binary> lazyfs ...`) it runs the child and exits; otherwise it returns and the runner may re-execute the
 // binary for its children.
 func ServeChildIfAsked() {
+	lazyfs.ServeIfAsked()
 	if len(os.Args) == 2 && os.Args[1] == "watchdog" {
 		if err := reaper.Watchdog(); err != nil {
 			os.Exit(1)
@@ -155,9 +159,11 @@ func newRunID() string {
 	return hex.EncodeToString(b)
 }
 
-func (t *Target) logf(format string, args ...any) {
-	if t.Log != nil {
-		fmt.Fprintf(t.Log, format+"\n", args...)
+// logf writes one progress line of the run, naming its target and contract:
+// several runs may go on at once.
+func (r *run) logf(format string, args ...any) {
+	if r.t.Log != nil {
+		fmt.Fprintf(r.t.Log, "  %s %s: "+format+"\n", append([]any{r.t.Name(), r.rc.Contract}, args...)...)
 	}
 }
 
@@ -192,6 +198,7 @@ type run struct {
 	pending  map[string][]faults.Fault
 	hists    []string
 	inst     targets.Instance // private broker instance, for broker kills
+	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
@@ -200,6 +207,11 @@ type run struct {
 	cgroup   string                   // the run's cgroup, "" without
 	workers  string                   // the children's cgroup, "" without
 	unlock   func()                   // releases the run directory's lock
+	// planned is until when the broker may not answer because the plan
+	// killed it: from the kill to a while after its restart.
+	planned time.Time
+	probe   *probe // the controller's view of the broker
+	outages []outage
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -207,6 +219,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r := &run{t: t, ctx: ctx, rc: rc, sc: scale(rc.Scenario, t.Scale), spec: t.Spec, slots: map[string]*child{},
 		pending: map[string][]faults.Fault{}, tail: newHistoryTail()}
 	r.spec.RunID = newRunID()
+	ex.RunID = r.spec.RunID // on every path, errors too: what a cut-short run made is named
 	if s := rc.Sabotage; s != nil {
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
 		r.spec.Volatile, r.spec.BreakOrder, r.spec.Unreplicated = s.Volatile, s.BreakOrder, s.Unreplicated
@@ -217,10 +230,18 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	// The run is live for `durachk cleanup` from before it creates anything
 	// until its teardown is done: the store lock (which also registers the
-	// run) is released by the first defer, which runs last.
-	release, err := targets.HoldRun(ctx, r.spec)
+	// run) is released by the first defer, which runs last. Bounded: a paused
+	// server accepts the connection and never answers.
+	release, err := bounded(setupLimit, func() (func(), error) { return targets.HoldRun(ctx, r.spec) }, func(f func()) { f() })
 	if err != nil {
-		return ex, err
+		if ctx.Err() != nil {
+			// Cancelled as it registered: the commit may have landed
+			// though the client gave up on it.
+			_, _ = bounded(5*time.Second, func() (struct{}, error) {
+				return struct{}{}, targets.TeardownStore(context.Background(), r.spec)
+			}, func(struct{}) {})
+		}
+		return ex, r.storeUnavailable(err)
 	}
 	defer release()
 	if err := r.prepareDir(); err != nil {
@@ -229,21 +250,43 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
-		if terr := r.teardown(); terr != nil && err == nil {
+		limit := 30 * time.Second
+		if ex.Unavailable != "" {
+			limit = 5 * time.Second // the broker did not answer: do not wait for it long
+		}
+		// Bounded even where a client does not heed the teardown's context.
+		_, terr := bounded(limit+time.Second, func() (struct{}, error) { return struct{}{}, r.teardown(limit) }, func(struct{}) {})
+		switch {
+		case terr != nil && ex.Unavailable != "":
+			// The verdict stands (unknown); what the run left is cleanup's.
+			r.logf("teardown of run %s failed, the broker being unavailable (durachk cleanup removes what it left): %v", r.spec.RunID, terr)
+		case terr != nil && err == nil:
 			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
 		}
 	}()
 	if t.OnRun != nil {
 		t.OnRun(r.spec.RunID, r.dir)
 	}
-	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
-		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, r.dir); err != nil {
+	instDir := r.dir
+	if needsPowerLoss(r.sc.Plan) {
+		if instDir, err = r.mountLazy(); err != nil {
 			return ex, err
 		}
+		defer func() { // before the teardown removes the run directory
+			if uerr := r.unmountLazy(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+	}
+	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
+		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
+			return ex, err
+		}
+		r.inst = r.onLazy(r.inst)
 		if targets.IsPrivate(r.inst) {
-			t.logf("  private %s instance at %s (run %s, %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID, r.dir)
+			r.logf("private %s instance at %s (run %s, %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID, r.dir)
 		} else {
-			t.logf("  %s broker under control commands at %s (run %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID)
+			r.logf("%s broker under control commands at %s (run %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID)
 		}
 	}
 	if targets.HasPrivateCluster(r.spec) || (r.sc.Plan.NeedsNodes() && targets.HasExternalCluster(r.spec)) {
@@ -251,16 +294,24 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			return ex, err
 		}
 	}
-	q, err := targets.OpenQueue(ctx, r.spec)
+	q, err := bounded(setupLimit, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, r.spec) }, func(q adapters.Queue) { q.Close() })
 	if err != nil {
+		if ctx.Err() != nil {
+			return ex, ctx.Err()
+		}
+		// The target answered when the run started (New): it is down now.
+		return ex, fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
+	}
+	// A broker that stopped answering may not answer a close either.
+	defer func() { closeWithin(q.Close, ex.Unavailable != "") }()
+	if err := r.checkpointLazy(ctx); err != nil {
 		return ex, err
 	}
-	defer q.Close()
-	store, err := targets.OpenStore(ctx, r.spec)
+	store, err := bounded(setupLimit, func() (pipeline.Store, error) { return targets.OpenStore(ctx, r.spec) }, func(s pipeline.Store) { s.Close() })
 	if err != nil {
-		return ex, err
+		return ex, r.storeUnavailable(err)
 	}
-	defer store.Close()
+	defer func() { closeWithin(store.Close, ex.Unavailable != "") }()
 	if r.ctlHist, err = history.Create(filepath.Join(r.dir, "controller.jsonl")); err != nil {
 		return ex, err
 	}
@@ -309,9 +360,18 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	} else {
 		close(operatorDone)
 	}
+	ex.RunID = r.spec.RunID
+	if in, ok := q.(adapters.Inspector); ok {
+		r.probe = &probe{q: in}
+	}
 	drained, err := r.supervise(q, store, operatorDone)
 	if err != nil {
 		return ex, err
+	}
+	if r.unavailable() != "" {
+		// Children stuck on a broker that does not answer would not heed a
+		// SIGTERM; their histories are on disk record by record.
+		r.killAll()
 	}
 	r.stopAll()
 	r.ctlHist.Close()
@@ -319,7 +379,13 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	if err != nil {
 		return ex, err
 	}
-	st, err := store.Snapshot(ctx)
+	if why := r.unavailable(); why != "" {
+		// The broker's final state cannot be read: the run is unknown.
+		r.logf("%s", why)
+		ex.Ops, ex.Unavailable = ops, why
+		return ex, nil
+	}
+	st, err := finalRead(ctx, store.Snapshot)
 	if err != nil {
 		return ex, err
 	}
@@ -327,14 +393,109 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	unsettled := r.clusterUnsettled()
 	if in, ok := q.(adapters.Inspector); ok {
 		// An unsettled cluster may not answer: its verdict is unknown anyway.
-		if inv, err = in.Inspect(ctx); err != nil && unsettled == "" {
+		if inv, err = finalRead(ctx, in.Inspect); err != nil && unsettled == "" {
 			return ex, err
 		}
 	}
 	caps := q.Capabilities()
 	return contracts.Execution{Unsettled: unsettled, Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
-			ApproximateLeases: caps.Lease == adapters.Approximate}}, nil
+			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
+}
+
+// finalRead reads the final state, again after a failure that a reset
+// connection explains (the read changes nothing): a run whose final state
+// could not be read has no verdict.
+func finalRead[T any](ctx context.Context, read func(context.Context) (T, error)) (T, error) {
+	for try := 0; ; try++ {
+		v, err := read(ctx)
+		if err == nil || try == 3 || !(errors.Is(err, adapters.ErrAmbiguous) || errors.Is(err, adapters.ErrUnavailable)) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(try+1) * 250 * time.Millisecond):
+		}
+	}
+}
+
+// setupLimit bounds each step that reaches the broker or the store before a
+// run starts: a paused server accepts connections and never answers.
+const setupLimit = 20 * time.Second
+
+// bounded returns what f returns, or an error once limit has passed; what f
+// returns after that is handed to drop.
+func bounded[T any](limit time.Duration, f func() (T, error), drop func(T)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	gaveUp := make(chan struct{})
+	go func() {
+		v, err := f()
+		select {
+		case ch <- res{v, err}:
+		case <-gaveUp:
+			if err == nil {
+				drop(v)
+			}
+		}
+	}()
+	select {
+	case x := <-ch:
+		return x.v, x.err
+	case <-time.After(limit):
+		close(gaveUp)
+		// f may have delivered just now.
+		select {
+		case x := <-ch:
+			if x.err == nil {
+				drop(x.v)
+			}
+		default:
+		}
+		var zero T
+		return zero, fmt.Errorf("no answer within %s", limit)
+	}
+}
+
+// closeWithin closes a connection; when its server did not answer, it does
+// not wait more than a few seconds for the close.
+func closeWithin(closeFn func() error, unanswered bool) {
+	if !unanswered {
+		closeFn()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		closeFn()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// storeUnavailable marks an effect store error as the target's outage when
+// the store is the broker's own Postgres server (it answered when the run
+// started); another store's error stays the harness's.
+func (r *run) storeUnavailable(err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if r.spec.Kind == "postgres" && sameServer(r.spec.URL, r.spec.StoreURL) {
+		return fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
+	}
+	return err
+}
+
+func sameServer(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
 }
 
 // assignFaults hands the plan's crash and pause points to the processes: relay
@@ -375,7 +536,7 @@ func (r *run) prepareDir() error {
 	}
 	r.dir, r.unlock = dir, unlock
 	if err := reaper.Start(r.self); err != nil {
-		r.t.logf("  no watchdog (%v): children still die with durachk (parent-death signal)", err)
+		r.logf("no watchdog (%v): children still die with durachk (parent-death signal)", err)
 	}
 	reaper.Watch(reaper.KindDir, dir)
 	if cg, err := reaper.NewCgroup(r.spec.RunID, ""); err == nil {
@@ -392,9 +553,9 @@ func (r *run) prepareDir() error {
 // the queue namespace (with a private broker: the broker and its data), the
 // cgroups, the directory, and last the store schema, which registers the run
 // for cleanup until everything else is gone.
-func (r *run) teardown() error {
+func (r *run) teardown(limit time.Duration) error {
 	r.stopAll()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var errs []error
 	if r.inst != nil {
@@ -586,7 +747,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	deadline := r.start.Add(r.sc.Limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	lastDrainCheck := time.Time{}
+	var lastDrainCheck, readySince time.Time
 	lastWatch := time.Now()
 	r.startNodeFaults()
 	for {
@@ -602,12 +763,27 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		}
 		if !r.restart.IsZero() && !now.Before(r.restart) {
 			r.restart = time.Time{}
+			began := time.Now()
 			if err := r.inst.Restart(r.ctx); err != nil {
 				return false, fmt.Errorf("restart of the private broker: %w", err)
 			}
+			// A broker slow to boot (RabbitMQ on a loaded machine: tens of
+			// seconds) does not eat the pipeline's time to drain.
+			deadline = deadline.Add(time.Since(began))
 			r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_restart", Target: r.spec.Kind})
+			// The controller's connection comes back within a few probes.
+			r.planned = time.Now().Add(plannedGrace)
+		}
+		if r.watchBroker(now, !readySince.IsZero()) {
+			return false, nil
 		}
 		if err := r.reap(); err != nil {
+			if r.brokerDown(time.Now()) {
+				// A child gave up on a broker that stopped answering: that
+				// is the outage, found by the probe, not the harness failing.
+				r.endOutage(time.Now())
+				return false, nil
+			}
 			return false, err
 		}
 		r.tail.read(r.hists)
@@ -623,28 +799,250 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		if now.Sub(lastWatch) > time.Second {
 			lastWatch = now
 			if job, over := r.tail.over(); over {
-				r.t.logf("  stopping early: job %s was executed beyond its attempt budget", job)
+				r.logf("stopping early: job %s was executed beyond its attempt budget", job)
 				return false, nil
 			}
 		}
-		if now.Sub(lastDrainCheck) < 200*time.Millisecond || !r.producerDone() || r.anyStopped() || !r.restart.IsZero() || !clusterReady {
-			continue
-		}
-		lastDrainCheck = now
+		ready := r.producerDone() && !r.anyStopped() && r.restart.IsZero() && clusterReady
 		select {
 		case <-operatorDone:
 		default:
+			ready = false
+		}
+		switch {
+		case !ready:
+			readySince = time.Time{}
+			continue
+		case readySince.IsZero():
+			readySince = now
+			continue
+		case r.probe == nil || now.Sub(lastDrainCheck) < 200*time.Millisecond:
 			continue
 		}
-		if !queueEmpty(r.ctx, q) {
+		lastDrainCheck = now
+		// Drained: a probe begun once all else was done found the broker
+		// empty (the probe's Inspect: supervise never waits on the broker).
+		if !r.probe.emptySince(readySince) {
 			continue
 		}
-		if ev, err := store.PendingEvents(r.ctx, 1); err != nil || len(ev) > 0 {
+		pctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
+		ev, err := store.PendingEvents(pctx, 1)
+		cancel()
+		if err != nil || len(ev) > 0 {
 			continue
 		}
 		return true, nil
 	}
 }
+
+// Broker outages. The controller asks the broker over its own connection,
+// every probeEvery, whether it answers (an Inspect, see probe). The plan's faults never
+// touch that connection (the links it breaks are the children's, through
+// proxies) except a planned broker kill, whose window is known. So a broker
+// that stops answering outside that window is an outage: a fault nobody
+// planned, during which the run measures nothing it claims. Its window goes
+// into the history (broker_unavailable, broker_available); one that lasts
+// outageLimit ends the run, which is then unknown, and lets the rest of a
+// durachk run go on instead of waiting out the contract's time limit.
+const (
+	probeEvery   = time.Second            // while the run goes on
+	drainEvery   = 250 * time.Millisecond // once all but the broker is done: the drain check reads the probe
+	probeTimeout = 2 * time.Second        // a probe unanswered this long counts as failed from its start
+	outageLimit  = 4 * time.Second
+	plannedGrace = 3 * time.Second // after a planned restart, for the controller to reconnect
+)
+
+// probe asks the broker, one Inspect at a time, whether it answers and what
+// it still holds (the drain check reads that). Every Inspect is read-only but
+// not free (SQS receives its dead letters to name them), so it asks once a
+// second while the run goes on, and four times a second once the run may be
+// drained; a queue that can Ping is pinged meanwhile instead.
+type probe struct {
+	q       adapters.Inspector
+	mu      sync.Mutex
+	running bool
+	started time.Time // of the probe in flight, or of the last one
+	failing time.Time // start of the failed probes in a row; zero: answering
+	err     error     // of the last failed probe
+	okAt    time.Time // start of the last probe answered
+	empty   bool      // what that probe found: nothing left in the broker
+}
+
+// emptySince reports whether a probe begun at t or later found the broker
+// empty.
+func (p *probe) emptySince(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.empty && !p.okAt.Before(t)
+}
+
+// pinger is a queue that can tell cheaply whether its broker answers.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// tick starts a probe when it is time and none is in flight.
+func (p *probe) tick(ctx context.Context, now time.Time, drain bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	every := probeEvery
+	if drain {
+		every = drainEvery
+	}
+	if p.running || now.Sub(p.started) < every {
+		return
+	}
+	p.running, p.started = true, now
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		var inv adapters.Inventory
+		var err error
+		pg, canPing := p.q.(pinger)
+		if canPing && !drain {
+			err = pg.Ping(pctx)
+		} else {
+			inv, err = p.q.Inspect(pctx)
+		}
+		cancel()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.running = false
+		switch {
+		case ctx.Err() != nil:
+		case err == nil:
+			p.failing = time.Time{}
+			if !canPing || drain {
+				p.okAt, p.empty = now, inv.Empty()
+			}
+		case p.failing.IsZero():
+			p.failing, p.err = now, err
+		default:
+			p.err = err
+		}
+	}()
+}
+
+// down returns since when the broker has not answered; zero: it answers.
+func (p *probe) down(now time.Time) (time.Time, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.failing.IsZero() {
+		return p.failing, p.err
+	}
+	if p.running && now.Sub(p.started) > probeTimeout {
+		return p.started, fmt.Errorf("no answer within %s", probeTimeout)
+	}
+	return time.Time{}, nil
+}
+
+// outage is a period during which the broker did not answer the controller.
+type outage struct {
+	from, to time.Time
+	open     bool // still not answering when the run ended
+	err      error
+}
+
+// unplannedSince returns since when the broker has not answered, outside the
+// plan's own broker faults; zero: it answers (or is down as planned).
+func (r *run) unplannedSince(now time.Time) (time.Time, error) {
+	if r.probe == nil || !r.restart.IsZero() {
+		return time.Time{}, nil
+	}
+	from, err := r.probe.down(now)
+	if from.IsZero() {
+		return from, nil
+	}
+	if from.Before(r.planned) {
+		if now.Before(r.planned) {
+			return time.Time{}, nil
+		}
+		from = r.planned // down as planned, then still down
+	}
+	return from, err
+}
+
+func (r *run) brokerDown(now time.Time) bool {
+	from, _ := r.unplannedSince(now)
+	return !from.IsZero()
+}
+
+// watchBroker probes the broker, records an outage's window once it is over,
+// and reports whether the run must end: an outage has lasted outageLimit.
+func (r *run) watchBroker(now time.Time, draining bool) bool {
+	if r.probe == nil {
+		return false
+	}
+	r.probe.tick(r.ctx, now, draining)
+	from, err := r.unplannedSince(now)
+	cur := len(r.outages) > 0 && r.outages[len(r.outages)-1].open
+	switch {
+	case from.IsZero() && cur:
+		o := &r.outages[len(r.outages)-1]
+		o.to, o.open = now, false
+		r.recordAt(o.to, history.Op{Type: history.Info, F: history.Fault, Value: "broker_available", Target: "broker"})
+		r.logf("the broker answers again after %s", fmtSecs(o.to.Sub(o.from)))
+	case !from.IsZero() && !cur:
+		r.outages = append(r.outages, outage{from: from, open: true, err: err})
+		r.recordAt(from, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+		r.logf("the broker does not answer (since %s): %v", fmtSecs(from.Sub(r.start)), err)
+	case !from.IsZero():
+		r.outages[len(r.outages)-1].err = err
+	}
+	if !from.IsZero() && now.Sub(from) >= outageLimit {
+		r.endOutage(now)
+		return true
+	}
+	return false
+}
+
+// endOutage closes the current outage's window at now: the run ends with the
+// broker still not answering.
+func (r *run) endOutage(now time.Time) {
+	if len(r.outages) == 0 || !r.outages[len(r.outages)-1].open {
+		from, err := r.unplannedSince(now)
+		if from.IsZero() {
+			return
+		}
+		r.outages = append(r.outages, outage{from: from, open: true, err: err})
+		r.recordAt(from, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+	}
+	r.outages[len(r.outages)-1].to = now
+}
+
+// unavailable says why the run is unknown for an outage, or "".
+func (r *run) unavailable() string {
+	if len(r.outages) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, o := range r.outages {
+		p := fmt.Sprintf("broker unavailable for %s from %s", fmtSecs(o.to.Sub(o.from)), fmtSecs(o.from.Sub(r.start)))
+		if o.open {
+			p += " (still not answering when the run ended"
+			if o.err != nil {
+				p += ": " + o.err.Error()
+			}
+			p += ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ") + ": an outage nobody planned, so the run measured nothing it claims"
+}
+
+// recordAt writes a controller record stamped at, not now: an outage is
+// known only once it has lasted a while.
+func (r *run) recordAt(at time.Time, op history.Op) {
+	(&pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: func() time.Time { return at }}).Record(op)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func fmtSecs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
 // anyStopped reports whether a worker is stopped, or was resumed and has not
 // yet finished what it held (it has not leased again, bounded by ten leases).
@@ -673,16 +1071,19 @@ func (r *run) applyTimed(f faults.Fault) {
 		}
 		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "kill", Target: c.name})
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		r.t.logf("  killed %s", c.name)
+		r.logf("killed %s", c.name)
 	case faults.BrokerCrash:
 		if r.inst == nil {
 			return
 		}
 		r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: "broker_crash", Target: r.spec.Kind})
+		r.planned = time.Now().Add(f.For + plannedGrace + time.Hour) // until the restart says
 		if err := r.inst.Kill(); err != nil {
-			r.t.logf("  broker kill: %v", err)
+			r.logf("broker kill: %v", err)
 		}
 		r.restart = time.Now().Add(f.For)
+	case faults.PowerLoss:
+		r.cutPower(f)
 	}
 }
 
@@ -770,6 +1171,18 @@ func (r *run) stopAll() {
 	}
 }
 
+// killAll ends every child with SIGKILL.
+func (r *run) killAll() {
+	for _, c := range r.children {
+		if c.cmd == nil || c.cmd.Process == nil || c.exited {
+			continue
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
+		c.exited = true
+	}
+}
+
 // merge reads every history file and orders the records by time; records of
 // one process keep their order.
 func (r *run) merge() ([]history.Op, error) {
@@ -790,7 +1203,7 @@ func (r *run) merge() ([]history.Op, error) {
 
 func needsBrokerKill(p faults.Plan) bool {
 	for _, f := range p.Faults {
-		if f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			return true
 		}
 	}
@@ -800,7 +1213,7 @@ func needsBrokerKill(p faults.Plan) bool {
 func timedFaults(p faults.Plan) []faults.Fault {
 	var out []faults.Fault
 	for _, f := range p.Faults {
-		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash {
+		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
 			out = append(out, f)
 		}
 	}

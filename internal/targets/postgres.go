@@ -16,9 +16,12 @@ import (
 // fifo (true|false, default true), delivery_limit (n), synchronous_commit
 // (on|off|local|remote_write|remote_apply), transactional_ack (true: the ack
 // commits in the effect store's transaction, which must then be this database —
-// the default), name (the target's name in reports).
+// the default), name (the target's name in reports), private-instance.fsync
+// (on|off, default on: the fsync of the private server that durability.ack and
+// durability.power-loss start; synchronous_commit is that server's default too).
 // Every other parameter goes to the driver (sslmode, connect_timeout, ...).
-var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true, "transactional_ack": true}
+var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true, "transactional_ack": true,
+	"private-instance.fsync": true}
 
 func init() {
 	Register(&Kind{Name: "postgres", Schemes: []string{"postgres", "postgresql"}, Parse: parsePostgres,
@@ -46,6 +49,9 @@ func parsePostgres(raw string, u *url.URL) (Spec, error) {
 	}
 	if v := opts["synchronous_commit"]; v != "" && !oneOf(v, "on", "off", "local", "remote_write", "remote_apply") {
 		return Spec{}, fmt.Errorf("%w: synchronous_commit=%q: want on, off, local, remote_write or remote_apply", ErrBadTarget, v)
+	}
+	if v := opts["private-instance.fsync"]; v != "" && !oneOf(v, "on", "off") {
+		return Spec{}, fmt.Errorf("%w: private-instance.fsync=%q: want on or off", ErrBadTarget, v)
 	}
 	for _, k := range []string{"fifo", "transactional_ack"} {
 		if v := opts[k]; v != "" && v != "true" && v != "false" {

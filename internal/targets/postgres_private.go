@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,11 @@ func (p *privatePostgres) Stop() error {
 }
 
 // startPrivatePostgres runs initdb in dir and starts a server on a free loopback
-// port (fsync on, the default), as a direct child: not through pg_ctl, whose
-// restart fails on a stale pid file when an orphan is reaped slowly. Every
-// connection needs the run's password (SCRAM); initdb reads it from a file
-// that is removed as soon as initdb is done.
+// port (fsync on unless private-instance.fsync=off; the target's
+// synchronous_commit as the server's default), as a direct child: not through
+// pg_ctl, whose restart fails on a stale pid file when an orphan is reaped
+// slowly. Every connection needs the run's password (SCRAM); initdb reads it
+// from a file that is removed as soon as initdb is done.
 func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Spec, error) {
 	if err := canStartPrivatePostgres(); err != nil {
 		return nil, s, err
@@ -94,13 +96,12 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 		return nil, s, err
 	}
 	url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+	args := privatePostgresArgs(s, data, port)
 	p := &privatePostgres{dir: data, url: url}
 	p.PrivateProcess = PrivateProcess{
 		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres", RunID: s.RunID, Name: "postgres",
 		Command: func() *exec.Cmd {
-			c := exec.Command(server, "-D", data, "-p", strconv.Itoa(port), "-k", data,
-				"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=40",
-				"-c", "shared_buffers=16MB", "-c", "logging_collector=off")
+			c := exec.Command(server, args...)
 			c.Dir = data
 			return c
 		},
@@ -120,6 +121,18 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	}
 	s.URL = url
 	return p, s, nil
+}
+
+// privatePostgresArgs is the private server's command line: its data, port
+// and socket, and the settings of s that change durability.
+func privatePostgresArgs(s Spec, data string, port int) []string {
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", data,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=" + cmp.Or(s.Options["private-instance.fsync"], "on"), "-c", "max_connections=40",
+		"-c", "shared_buffers=16MB", "-c", "logging_collector=off"}
+	if v := s.Options["synchronous_commit"]; v != "" {
+		args = append(args, "-c", "synchronous_commit="+v)
+	}
+	return args
 }
 
 func canStartPrivatePostgres() error {

@@ -140,7 +140,11 @@ func Parse(raw string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	if control != nil {
+	harness, err := powerLossKnobs(k, u)
+	if err != nil {
+		return Spec{}, err
+	}
+	if control != nil || harness != nil {
 		raw = u.String() // the kind sees its own knobs only
 	}
 	s, err := k.Parse(raw, u)
@@ -149,6 +153,12 @@ func Parse(raw string) (Spec, error) {
 	}
 	if err := checkCluster(k, s); err != nil {
 		return Spec{}, err
+	}
+	for key, v := range harness {
+		if s.Options == nil {
+			s.Options = map[string]string{}
+		}
+		s.Options[key] = v
 	}
 	s.Kind, s.Control = k.Name, control
 	if s.StoreURL == "" {

@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// powerLossTarget is a target whose private broker can lose power here, or a
+// skip saying why not.
+func powerLossTarget(t *testing.T, raw string) *Target {
+	t.Helper()
+	if os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skip("DURACHK_PG_URL is not set: no effect store")
+	}
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+	spec, err := targets.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+	tg, err := New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tg.Capabilities().PowerLoss {
+		t.Fatalf("power loss not declared: %v", tg.Capabilities().Notes)
+	}
+	return tg
+}
+
+// mountsOf lists the mounts below dir.
+func mountsOf(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// TestPowerLossTellsFsyncPoliciesApart is the bar on real brokers:
+// Redis with appendfsync always and Postgres with synchronous_commit on keep
+// every acknowledged job through a power loss; Redis with appendfsync no loses
+// them, and the witness shows the acknowledgement and the power cut after it.
+// Nothing of a run is left, the lazy file system included.
+func TestPowerLossTellsFsyncPoliciesApart(t *testing.T) {
+	tests := []struct {
+		name, url string
+		want      contracts.Verdict
+	}{
+		{"redis appendfsync always", "redis://127.0.0.1:6379/0?private-instance.appendfsync=always", contracts.Pass},
+		{"redis appendfsync no", "redis://127.0.0.1:6379/0?private-instance.appendfsync=no", contracts.Violated},
+		{"postgres synchronous_commit on", os.Getenv("DURACHK_PG_URL"), contracts.Pass},
+	}
+	c, err := contracts.Lookup("durability.power-loss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := powerLossTarget(t, tt.url)
+			var runID, dir string
+			tg.OnRun = func(id, d string) { runID, dir = id, d }
+			began := time.Now()
+			r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s in %s: %s %s", tt.name, time.Since(began).Round(100*time.Millisecond), r.Verdict, r.Reason)
+			if r.Verdict != tt.want {
+				t.Errorf("verdict %s (%s), want %s", r.Verdict, r.Reason, tt.want)
+			}
+			if r.Stats.Faults["power_loss"] != 1 {
+				t.Errorf("power losses %d, want 1", r.Stats.Faults["power_loss"])
+			}
+			if tt.want == contracts.Violated {
+				v := r.Violations[0]
+				if v.Property != contracts.PropLost {
+					t.Errorf("first violation %s, want lost", v.Property)
+				}
+				var acked, cut bool
+				for _, op := range v.Witness {
+					acked = acked || (op.F == history.Enqueue && op.Type == history.OK)
+					cut = cut || (op.F == history.Fault && op.Value == "power_loss")
+				}
+				if !acked || !cut {
+					t.Errorf("the witness lacks the acknowledgement (%v) or the power cut (%v): %+v", acked, cut, v.Witness)
+				}
+			}
+			if left := append(leftovers(t, runID, dir), mountsOf(dir)...); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+// TestPowerLossRunCancelled: a run cancelled after its broker started on the
+// lazy file system (SIGINT in the CLI) unmounts it and leaves nothing.
+func TestPowerLossRunCancelled(t *testing.T) {
+	tg := powerLossTarget(t, "redis://127.0.0.1:6379/0?private-instance.appendfsync=always")
+	var runID, dir string
+	started := make(chan string, 1)
+	tg.OnRun = func(id, d string) { runID, dir = id, d; started <- d }
+	c, _ := contracts.Lookup("durability.power-loss")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // cancel once the broker is up on the mount
+		d := <-started
+		for ctx.Err() == nil {
+			if len(mountsOf(d)) > 0 {
+				time.Sleep(300 * time.Millisecond)
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err := contracts.Evaluate(ctx, tg, c, contracts.Options{Seed: 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Evaluate after cancel: %v, want the context's error", err)
+	}
+	if left := append(leftovers(t, runID, dir), mountsOf(dir)...); len(left) > 0 {
+		t.Errorf("left behind after cancel: %v", left)
+	}
+}
