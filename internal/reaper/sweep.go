@@ -101,13 +101,6 @@ func Sweep(live func(runID string) bool) ([]string, error) {
 		if live != nil && live(id) {
 			continue
 		}
-		if cg != "" && dir == "" && len(cgroupProcs(cg)) > 0 {
-			// Processes of a run whose directory is not where this process
-			// looks (another TMPDIR, another user's run): nothing proves the run
-			// dead, and its lock cannot be tried. Leave it; killing it here
-			// ended live runs of other processes on the machine.
-			continue
-		}
 		if cg != "" {
 			for _, p := range cgroupProcs(cg) {
 				removed = append(removed, fmt.Sprintf("process %d (%s) of run %s", p, comm(p), id))

@@ -61,7 +61,6 @@ func record(t *testing.T, name string, rec *recording, seed uint64) {
 	t.Logf("recorded %s", base)
 }
 
-
 // clusterTarget is a target with a private cluster shaped by knobs, on the
 // kind of envURL's broker (which also holds the store, through
 // DURACHK_PG_URL).
