@@ -32,6 +32,10 @@ type clusterRun struct {
 	ctl atomic.Pointer[pipeline.Env] // the controller's recorder, once the run starts
 
 	pinned string // the node the producer is pinned to, if it is
+	// planned is until when the broker may not answer the controller because
+	// of the plan's node faults: from the first one until a while after the
+	// cluster settled.
+	planned time.Time
 
 	mu        sync.Mutex
 	done      bool   // the last fault, the heal and the settle are over
@@ -153,6 +157,23 @@ func (r *run) clusterTimedOut() {
 	if !r.cl.done {
 		r.cl.done, r.cl.unsettled = true, "the run's time limit passed before the cluster settled after its last fault"
 	}
+}
+
+// clusterPlanned is until when the broker may not answer because of the
+// plan's node faults (zero without a cluster or before its first fault).
+func (r *run) clusterPlanned() time.Time {
+	if r.cl == nil {
+		return time.Time{}
+	}
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return r.cl.planned
+}
+
+func (c *clusterRun) plan(until time.Time) {
+	c.mu.Lock()
+	c.planned = until
+	c.mu.Unlock()
 }
 
 // clusterUnsettled is why the cluster did not settle, or "".
@@ -284,6 +305,7 @@ func (c *clusterRun) control(ctx context.Context) {
 	fail := func(why string) {
 		c.mu.Lock()
 		c.done, c.unsettled = true, why
+		c.planned = time.Now().Add(plannedGrace)
 		c.mu.Unlock()
 		r.logf("cluster: %s", why)
 	}
@@ -296,6 +318,9 @@ func (c *clusterRun) control(ctx context.Context) {
 			return
 		case <-time.After(time.Until(r.start.Add(ev.at))):
 		}
+		// From the first node fault until the cluster settles, the broker may
+		// not answer the controller: that is the plan, not an outage.
+		c.plan(time.Now().Add(24 * time.Hour))
 		switch ev.kind {
 		case "restart":
 			for _, n := range ev.nodes {
@@ -418,6 +443,7 @@ func (c *clusterRun) control(ctx context.Context) {
 	r.logf("cluster settled in %s after the last fault, primary %s", time.Since(begin).Round(time.Millisecond), c.observed())
 	c.mu.Lock()
 	c.done = true
+	c.planned = time.Now().Add(plannedGrace) // the controller's connection comes back within a few probes
 	c.mu.Unlock()
 }
 

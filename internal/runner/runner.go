@@ -952,11 +952,15 @@ func (r *run) unplannedSince(now time.Time) (time.Time, error) {
 	if from.IsZero() {
 		return from, nil
 	}
-	if from.Before(r.planned) {
-		if now.Before(r.planned) {
+	planned := r.planned
+	if cp := r.clusterPlanned(); cp.After(planned) {
+		planned = cp // a replicated target's node faults, until it settled
+	}
+	if from.Before(planned) {
+		if now.Before(planned) {
 			return time.Time{}, nil
 		}
-		from = r.planned // down as planned, then still down
+		from = planned // down as planned, then still down
 	}
 	return from, err
 }
