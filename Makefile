@@ -6,8 +6,8 @@ BIN := bin/durachk
 build:
 	$(GO) build -o $(BIN) ./cmd/durachk
 
-test:
-	$(GO) test -count=1 ./...
+test: ## real-broker tests wait mostly on brokers and processes: four packages at a time
+	$(GO) test -count=1 -p 4 ./...
 
 run: build
 	./$(BIN) run

@@ -109,6 +109,15 @@ func TestCatalogueOnJetStream(t *testing.T) {
 			if r.Verdict != contracts.Skipped {
 				t.Errorf("order.fifo: %s, want skipped (no FIFO claimed)", r.Verdict)
 			}
+		case c.ID == "durability.power-loss":
+			// JetStream fsyncs every 2 minutes by default: a power loss loses
+			// what it acknowledged since (docs/power-loss.md), where FUSE exists.
+			if r.Verdict != contracts.Violated && r.Verdict != contracts.Skipped {
+				t.Errorf("durability.power-loss: %s (%s), want violation (or skipped without FUSE)", r.Verdict, r.Reason)
+			}
+			if r.Verdict == contracts.Violated && (len(r.Violations) == 0 || r.Violations[0].Property != contracts.PropLost) {
+				t.Errorf("durability.power-loss: %s, want lost", r.Reason)
+			}
 		case r.Verdict != contracts.Pass:
 			t.Errorf("%s: %s: %s", c.ID, r.Verdict, r.Reason)
 		}

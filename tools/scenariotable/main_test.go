@@ -2,33 +2,32 @@ package main
 
 import (
 	"bytes"
-	"os"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/reports"
 )
 
+// The table shows the checker's own counts, here of a seed scenario run on
+// the embedded target.
 func TestTable(t *testing.T) {
-	dir := t.TempDir()
-	hist := strings.Join([]string{
-		`{"type":"invoke","f":"enqueue","job":"poison","value":"{\"max\":3,\"poison\":true}"}`,
-		`{"type":"invoke","f":"enqueue","job":"healthy","value":"{\"max\":3}"}`,
-		`{"type":"invoke","f":"enqueue","job":"fails-twice","value":"{\"max\":3,\"fail_transient\":2}"}`,
-		`{"type":"ok","f":"dead_letter","job":"poison","value":"max_attempts_exceeded"}`,
-		`{"type":"info","f":"dead_letter","job":"healthy","value":"age_budget_exceeded"}`,
-	}, "\n") + "\n"
-	if err := os.MkdirAll(filepath.Join(dir, "histories"), 0o755); err != nil {
+	c, err := contracts.LookupScenario("poison-job")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "histories", "s.jsonl"), []byte(hist), 0o644); err != nil {
+	doc := reports.NewDocument(1, "durachk run --scenario poison-job", time.Now())
+	r, err := contracts.Evaluate(context.Background(), contracts.MemTarget{}, c, contracts.Options{Seed: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
-	result := `{"seed":4,"results":[
-		{"contract":"scenario/x","target":"mem","verdict":"pass","seed":4,"stats":{"accepted":3,"dead_lettered":3,"duplicates_dropped":7,"violations":{"lost":1,"duplicate_apply":1,"duplicate_effect":1}}},
-		{"contract":"lease.redelivery","target":"mem","verdict":"pass","seed":4,"stats":{}}],
-		"evidence":{"mem/scenario/x":{"history":"histories/s.jsonl"}}}`
-	path := filepath.Join(dir, "result.json")
-	if err := os.WriteFile(path, []byte(result), 0o644); err != nil {
+	doc.AddTarget(contracts.MemTarget{})
+	doc.Add(r)
+	path := filepath.Join(t.TempDir(), "result.json")
+	if err := doc.WriteJSON(path); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := rowsOf(path)
@@ -38,18 +37,19 @@ func TestTable(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want the one scenario", len(rows))
 	}
-	r := rows[0]
-	if r.Accepted != 3 || r.Lost != 1 || r.Twice != 2 || r.Dropped != 7 || r.Design != 1 || r.Other != 2 {
-		t.Errorf("row %+v", r)
+	got, st := rows[0], r.Stats
+	if got.Accepted != st.Accepted || got.Lost != st.Lost || got.Design != st.DeadLetteredByDesign || got.Other != st.DeadLetteredOtherwise ||
+		got.Dropped != st.RepeatsDropped || got.Scenario != "poison-job" || got.Verdict != "pass" {
+		t.Errorf("row %+v, stats %+v", got, st)
 	}
-	if r.OtherReasons["age_budget_exceeded"] != 1 || r.OtherReasons["moved by the broker"] != 1 {
-		t.Errorf("otherwise reasons %v", r.OtherReasons)
+	if got.Design != 2 {
+		t.Errorf("poison-job dead-letters its 2 poison jobs by design, the row says %d", got.Design)
 	}
 	var out bytes.Buffer
 	if err := run([]string{path}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "all (1 runs)") {
-		t.Errorf("no totals line:\n%s", out.String())
+	if !strings.Contains(out.String(), "all (1 runs)") || !strings.Contains(out.String(), "poison-job") {
+		t.Errorf("no row or totals line:\n%s", out.String())
 	}
 }
