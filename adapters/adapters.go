@@ -135,10 +135,12 @@ type Capabilities struct {
 	DeliveryCount  Support  `json:"delivery_count"`  // Delivery.Attempt counted by the broker
 	DeadLetter     Support  `json:"dead_letter"`     // DeadLetterer; Native: the broker moves poison jobs itself
 	DelayedNack    Support  `json:"delayed_nack"`
-	FIFO           bool     `json:"fifo"`        // jobs of one Group are delivered in acceptance order, one at a time
-	Durable        bool     `json:"durable"`     // an acknowledged Enqueue survives a broker crash, as configured
-	BrokerKill     bool     `json:"broker_kill"` // the harness can kill and restart this broker instance
-	PowerLoss      bool     `json:"power_loss"`  // the harness can cut this broker instance's power, losing what it never fsynced
+	FIFO           bool     `json:"fifo"`                      // jobs of one Group are delivered in acceptance order, one at a time
+	Durable        bool     `json:"durable"`                   // an acknowledged Enqueue survives a broker crash, as configured
+	BrokerKill     bool     `json:"broker_kill"`               // the harness can kill and restart this broker instance
+	PowerLoss      bool     `json:"power_loss"`                // the harness can cut this broker instance's power, losing what it never fsynced
+	NodeFaults     bool     `json:"node_faults,omitempty"`     // a replicated topology the harness faults node by node
+	NodePartitions bool     `json:"node_partitions,omitempty"` // ... and whose nodes it can cut apart
 	Notes          []string `json:"notes,omitempty"`
 }
 

@@ -36,9 +36,13 @@ type Checker struct {
 	keyFails map[*keyState][]*rop
 	execInv  map[*rop]*rop // spending executions' invokes that are not derived from their outcome
 	finals   map[*job]finRef
-	crashPos int64 // position of the latest broker crash; -1: none
+	crashPos int64 // position of the latest broker crash (or node fault); -1: none
 	crash    *rop  // the latest broker crash or power loss, for witnesses
-	chanHit  bool  // a fault was applied to the relay's channel
+	// degraded: a replicated target between a node fault and its rejoin, when
+	// writes may block (a synchronous standby gone) and a live holder's lease
+	// may run out on it.
+	degraded bool
+	chanHit  bool // a fault was applied to the relay's channel
 
 	vs      []Violation
 	perKind map[Property]int
@@ -423,14 +427,23 @@ func (c *Checker) fID(f history.F) int {
 }
 
 func (c *Checker) faultOp(op *history.Op, pos uint32) {
-	if op.Value == "broker_crash" || op.Value == "power_loss" {
+	// A node fault of a replicated broker may lose what the broker knew of
+	// leases and acks (replicated asynchronously): like a crash of the broker,
+	// it explains a redelivery of anything delivered before it.
+	nodeFault := op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "rejoin"
+	if op.Value == "broker_crash" || op.Value == "power_loss" || nodeFault {
 		c.crashPos = int64(pos)
 		c.crash = c.keep(op, pos, nil)
+	}
+	if op.Value == "broker_crash" || op.Value == "power_loss" {
 		for _, j := range c.jobList {
 			if j.accepted && j.terminal == nil {
 				c.st.AtRisk++
 			}
 		}
+	}
+	if nodeFault {
+		c.degraded = op.Value != "rejoin"
 	}
 	if op.Key == faults.LinkChannel {
 		c.chanHit = true
@@ -462,7 +475,7 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	// explains what happens to the delivery it holds.
 	deadly := (op.Value == "kill" || strings.HasPrefix(op.Value, "crash")) && op.Key != string(pipeline.Poison)
 	for name, p := range c.procs {
-		if p.current == nil || !(name == op.Target || strings.HasPrefix(name, op.Target+".")) {
+		if p.current == nil || !(name == op.Target || strings.HasPrefix(name, op.Target+".") || nodeFault) {
 			continue
 		}
 		if d := p.current.open(name, c); d != nil {
@@ -630,6 +643,8 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// The broker was killed while the job was held: a restarted broker may
 		// forget the lease (JetStream writes consumer state lazily).
 		why = "broker_restart"
+	case prev.ended == open && c.degraded:
+		why = "failover" // the holder's calls blocked on a degraded cluster
 	case prev.ended == open && prev.lapsed(p.leaseInvT):
 		// The holder was renewing its lease, and its own last renewal had
 		// definitely run out when this lease was asked for: late, not preempted.

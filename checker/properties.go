@@ -25,7 +25,7 @@ var Properties = []Spec{
 		Claim:     "a job the broker accepted (enqueue ok) reaches a terminal outcome or is still in the broker at the end",
 		Detection: "an accepted job with no commit, pipeline dead-letter or cancellation (history or store), not queued, in flight or in any dead-letter queue, and with no broker action that could account for it",
 		Witness:   "the enqueue invoke and ok, the last operation on the job, the broker crash or power loss after the ok; the fact that neither store nor broker holds it",
-		Sabotage:  "lease.redelivery/ack-before-commit, durability.ack/no-persistence, durability.power-loss/no-persistence, durability.power-loss/fsync-ignored"},
+		Sabotage:  "lease.redelivery/ack-before-commit, durability.ack/no-persistence, durability.power-loss/no-persistence, durability.power-loss/fsync-ignored, durability.failover/unreplicated, partition.minority/unreplicated, partition.client/writable-replica, fencing.failover/unreplicated (the last four on replicated targets only)"},
 	{Name: MovedByBroker, FinalState: true,
 		Claim:     "nothing the broker moves on its own (dead-lettering at a delivery limit, expiry, trimming, overflow, redrive) is a pipeline outcome",
 		Detection: "a job in the broker's dead-letter queue or in its list of own actions (Inventory.Moved) that no pipeline process dead-lettered (no dead_letter ok, no store dead-letter record), or a job gone without an outcome while the broker removed messages it cannot name",

@@ -451,6 +451,109 @@ var Catalogue = []*Contract{
 				Raises: []Property{PropLost}, FsyncIgnored: true},
 		},
 	},
+	// Replicated targets (a primary with replicas, a RabbitMQ cluster): node
+	// faults chosen by selector, then a heal and a settle before the final state
+	// is read (cluster.go).
+	{
+		ID:         "durability.failover",
+		Claim:      "an enqueue the broker acknowledged survives losing the primary (or the queue's leader) and a failover to a replica, while replication lags",
+		Motivation: "asynchronous replication acknowledges before any replica has the write: the replica that takes over never had it (Redis without WAIT, a Postgres async standby)",
+		Labels:     []string{"fault:node-kill", "fault:failover", "fault:replication-lag"},
+		Needs:      needsNodes,
+		Scenario: func(seed uint64, n int) Scenario {
+			// Jobs arrive over about 12 s (1.2 s on real targets) and take 3 s
+			// each on two workers, so a backlog is queued when the primary dies at
+			// 10 s, its newest part not yet replicated.
+			sc := base("primary killed while replication lags", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 500 * time.Millisecond
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 3 * time.Second })
+			}),
+				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 20 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
+				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 10 * time.Second, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 15 * time.Second})
+			sc.Workers = 2
+			sc.Limit = clusterLimit
+			return sc
+		},
+		Exercised: failedOver("node_kill"),
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true, Raises: []Property{PropLost}}},
+	},
+	{
+		ID:         "partition.minority",
+		Claim:      "a client on the minority side of a partition, or on a deposed primary, gets a refusal or an ambiguous outcome, never an acknowledgement that is later lost",
+		Motivation: "a primary cut off from its replicas keeps taking writes until it learns it was replaced; the new primary never sees them (split brain)",
+		Labels:     []string{"fault:partition", "fault:failover"},
+		Needs:      needsPartitions,
+		Scenario: func(seed uint64, n int) Scenario {
+			// The producer stays on the first primary; it is cut from the other
+			// nodes at 3 s for 100 s (10 s on real targets: longer than RabbitMQ
+			// takes to notice, at net_ticktime 5 s) while jobs arrive over 24 s.
+			sc := base("primary partitioned from the majority", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * time.Second
+			}),
+				faults.Fault{Kind: faults.NodePartition, Node: faults.SelPrimary, At: 3 * time.Second, For: 100 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 8 * time.Second})
+			sc.Plan.PinProducer = faults.SelPrimary
+			sc.Limit = clusterLimit
+			return sc
+		},
+		// A failover is not needed to exercise the claim: a RabbitMQ classic
+		// queue has no replica to fail over to, and its minority side still
+		// answers (or refuses) the pinned producer.
+		Exercised: func(s Stats) string { return atLeast("partitions", s.Faults["node_partition"], 1) },
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true, Raises: []Property{PropLost}}},
+	},
+	{
+		ID:         "partition.client",
+		Claim:      "a client connected to a node that a partition cuts off from the primary (or the queue's leader) gets a refusal or an ambiguous outcome, never an acknowledgement that is later lost",
+		Motivation: "a node on the minority side may still take a client's write and route it to a primary it cannot reach; the client must not be told it succeeded",
+		Labels:     []string{"fault:partition"},
+		Needs:      needsPartitions,
+		Scenario: func(seed uint64, n int) Scenario {
+			// The producer stays on a replica (a node that does not lead the
+			// queue), cut from the others at 3 s for 100 s while jobs arrive
+			// over 24 s.
+			sc := base("a client's node partitioned from the primary", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * time.Second
+			}),
+				faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned, At: 3 * time.Second, For: 100 * time.Second})
+			sc.Plan.PinProducer = faults.SelReplica
+			sc.Limit = clusterLimit
+			return sc
+		},
+		Exercised: func(s Stats) string { return atLeast("partitions", s.Faults["node_partition"], 1) },
+		Sabotages: []Sabotage{{Name: "writable-replica", What: "replicas take writes of their own (Redis replica-read-only no), which no primary sees",
+			WritableReplicas: true, Raises: []Property{PropLost},
+			Needs: func(c adapters.Capabilities) string {
+				if c.Broker != "redis" {
+					return "only Redis replicas can be made to take writes of their own"
+				}
+				return ""
+			}}},
+	},
+	{
+		ID:         "fencing.failover",
+		Claim:      "a fencing token the store has accepted is never handed to another holder after a failover; where the delivery count goes down, the result says what that did",
+		Motivation: "lease state replicated asynchronously comes back older after a failover: the same token, or a lower one, goes to a second worker while the first still holds the job",
+		Labels:     []string{"fault:node-kill", "fault:failover", "fault:replication-lag"},
+		Needs:      needsExactTokens,
+		Scenario: func(seed uint64, n int) Scenario {
+			sc := base("primary killed while jobs are held", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 250 * time.Millisecond
+				setPayload(j, func(p *pipeline.Payload) { p.Slow = 4 * time.Second })
+			}),
+				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 20 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
+				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 6 * time.Second, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: 11 * time.Second})
+			sc.Limit = clusterLimit
+			return sc
+		},
+		Exercised:  failedOver("node_kill"),
+		Properties: checkTokenReissue,
+		// token_reissued is a property of this contract (not of the checker): its
+		// negative control is the recorded Redis run (cluster_test.go).
+		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true, Raises: []Property{PropLost}}},
+	},
 }
 
 // Lookup returns the contract with id.

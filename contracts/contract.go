@@ -42,6 +42,9 @@ type Contract struct {
 	Exercised func(Stats) string
 	// Sabotages are deliberately broken variants the checker must flag.
 	Sabotages []Sabotage
+	// Properties, if set, are this contract's own checks, beyond the common
+	// checker's (fencing.failover: PropTokenReissued).
+	Properties func(ops []history.Op, final Final) []Violation
 }
 
 // Sabotage is one deliberately broken pipeline or configuration: the negative
@@ -57,6 +60,9 @@ type Sabotage struct {
 	// Broker-level breakage, as configurations of the broker under test.
 	Volatile   bool `json:"volatile,omitempty"`    // no persistence
 	BreakOrder bool `json:"break_order,omitempty"` // claims FIFO, delivers newest first
+	// Unreplicated: a replicated broker acknowledges writes before any replica
+	// has them (no WAIT, synchronous_commit=local, a classic queue).
+	Unreplicated bool `json:"unreplicated,omitempty"`
 	// DeliveryLimit: the broker dead-letters a job on its own at its n-th
 	// delivery; UnfencedAck: the broker claims fenced acks and accepts stale
 	// ones. Both break the embedded broker only (MemOnly).
@@ -65,6 +71,12 @@ type Sabotage struct {
 	// MemOnly: the breakage exists on the embedded target only; on any other
 	// the sabotage is skipped with the reason.
 	MemOnly bool `json:"mem_only,omitempty"`
+	// WritableReplicas: a replicated broker's replicas take writes of their
+	// own (Redis replica-read-only no), which no primary ever sees.
+	WritableReplicas bool `json:"writable_replicas,omitempty"`
+	// Needs, if set, says why a target cannot be broken this way ("" if it can):
+	// the sabotage is then skipped there with the reason.
+	Needs func(adapters.Capabilities) string `json:"-"`
 	// FsyncIgnored: the broker's disk acknowledges fsync and keeps nothing
 	// until written back (a write cache that lies, fsync turned off).
 	FsyncIgnored bool `json:"fsync_ignored,omitempty"`
@@ -131,6 +143,9 @@ type Result struct {
 	Stats      Stats       `json:"stats"`
 	Metrics    Metrics     `json:"metrics"`
 	HistoryLen int         `json:"history_len"`
+	// Cluster is what a run on a replicated target adds: its topology, who was
+	// primary when, recovered enqueues, delivery count regressions.
+	Cluster *ClusterFacts `json:"cluster,omitempty"`
 	// Trials are every run of the contract when there was more than one (see
 	// Options.Trials and Options.Tries); the fields above are those of the
 	// first violating trial, else the first unknown one, else the last.
@@ -173,6 +188,10 @@ type Execution struct {
 	Ops   []history.Op
 	Final Final
 	Check CheckOptions
+	// Unsettled, if set, says why a replicated target did not settle (no
+	// primary known, a node that would not rejoin) after its last fault: the
+	// final state cannot be trusted and the verdict is unknown.
+	Unsettled string
 	// RunID names the namespace the target made for this run ("" where it
 	// makes none), so that a report can point at what a run left behind.
 	RunID string

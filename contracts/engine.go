@@ -87,6 +87,13 @@ func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab
 		res.Verdict, res.Reason = Skipped, "this negative control breaks the embedded broker or store: it runs on mem only"
 		return res, nil
 	}
+	if sab != nil && sab.Needs != nil {
+		if why := sab.Needs(t.Capabilities()); why != "" {
+			res, _ := head(t, c, seed, jobs, sab)
+			res.Verdict, res.Reason = Skipped, why
+			return res, nil
+		}
+	}
 	var (
 		r          Result
 		tr         Trial
@@ -158,7 +165,7 @@ func once(ctx context.Context, t Target, c *Contract, seed uint64, jobs int, sab
 		}
 		return res, fmt.Errorf("%s on %s: %w", c.ID, t.Name(), err)
 	}
-	judge(&res, ex, c.Exercised)
+	judge(&res, ex, c.Exercised, c.Properties)
 	return res, nil
 }
 
@@ -226,11 +233,32 @@ func seedList(seeds []uint64) string {
 // judge fills in the verdict: a run cut short by an unavailable broker is
 // unknown; otherwise any violation wins; then anything undecided makes it
 // unknown; a run that did not exercise the claim is unknown too, never pass.
-func judge(res *Result, ex Execution, exercised func(Stats) string) {
+func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func([]history.Op, Final) []Violation) {
 	vs, st, undecided := Check(ex.Ops, ex.Final, ex.Check)
+	// The contract's own properties (fencing.failover: token_reissued).
+	for _, p := range own {
+		if p == nil {
+			continue
+		}
+		for _, v := range p(ex.Ops, ex.Final) {
+			if st.Violations == nil {
+				st.Violations = map[string]int{}
+			}
+			st.Violations[string(v.Property)]++
+			if st.Violations[string(v.Property)] <= maxPerProperty {
+				vs = append(vs, v)
+			}
+		}
+	}
+	res.Cluster = clusterFacts(ex.Ops)
+	if res.Cluster != nil {
+		withClusterContext(ex.Ops, vs)
+	}
 	res.Violations, res.Stats, res.HistoryLen = vs, st, len(ex.Ops)
 	res.Metrics = Measure(ex.Ops)
 	switch {
+	case ex.Unsettled != "":
+		res.Verdict, res.Reason = Unknown, "the cluster did not settle after the last fault: "+ex.Unsettled
 	case ex.Unavailable != "":
 		// The final state could not be read: what the checker finds in a
 		// partial history is no verdict.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,7 +39,8 @@ const (
 	ReplyLoss Kind = "reply_loss"
 	// Flap switches Link down and up in a seeded pattern during [At, At+For).
 	Flap Kind = "flap"
-	// Blackhole accepts connections on Link and never answers during [At, At+For).
+	// Blackhole answers nothing on Link during [At, At+For): live connections
+	// stall, new ones are accepted and held; both go through once it ends.
 	Blackhole Kind = "blackhole"
 	// Latency delays every chunk on Link by Delay plus up to Jitter (seeded).
 	Latency Kind = "latency"
@@ -71,6 +73,9 @@ type Fault struct {
 	// ID names the fault among processes that share a plan (real targets): the
 	// first process to claim it fires it.
 	ID int `json:"id,omitempty"`
+	// Node selects the nodes of a node fault (NodeKill, NodePartition): a
+	// selector (SelPrimary, SelMinority, ...) or a node's name.
+	Node string `json:"node,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -85,6 +90,9 @@ func (f Fault) String() string {
 	if f.Link != "" {
 		b.WriteString(" " + f.Link)
 	}
+	if f.Node != "" {
+		b.WriteString(" " + f.Node)
+	}
 	if f.At > 0 || f.For > 0 {
 		fmt.Fprintf(&b, " @%s+%s", f.At, f.For)
 	}
@@ -98,6 +106,10 @@ func (f Fault) String() string {
 type Plan struct {
 	Name   string  `json:"name"`
 	Faults []Fault `json:"faults"`
+	// PinProducer, on a replicated target, connects the producer straight to
+	// the node this selector names when the run starts, and keeps it there:
+	// a client on that node's side of a partition, or on a deposed primary.
+	PinProducer string `json:"pin_producer,omitempty"`
 }
 
 // Points tracks crash and pause points: which arrival fires which fault. Safe for
@@ -167,40 +179,64 @@ type Link struct {
 	mu      sync.Mutex
 	windows []Window
 	rng     *rand.Rand
+	cut     atomic.Bool // held down by Cut, whatever the windows say
 }
 
 // Links builds every link named in plan, relative to start, seeded by seed.
 func Links(plan Plan, start time.Time, seed uint64) map[string]*Link {
+	return Schedule(Prepare(plan, seed), plan, start, seed)
+}
+
+// Prepare builds every link named in plan without its windows, for what must
+// hold the links before the run's start is known (a cluster's proxies);
+// Schedule fills them in.
+func Prepare(plan Plan, seed uint64) map[string]*Link {
 	links := map[string]*Link{}
-	get := func(name string) *Link {
-		l, ok := links[name]
-		if !ok {
-			l = &Link{Name: name, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
-			links[name] = l
+	for _, f := range plan.Faults {
+		switch f.Kind {
+		case LinkDown, Blackhole, ReplyLoss, Latency, Reset, Flap:
+			if _, ok := links[f.Link]; !ok {
+				links[f.Link] = &Link{Name: f.Link, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
+			}
 		}
-		return l
 	}
+	return links
+}
+
+// Schedule sets the windows of plan's link faults, relative to start, on the
+// links Prepare built (links may be in use). It returns links.
+func Schedule(links map[string]*Link, plan Plan, start time.Time, seed uint64) map[string]*Link {
+	if links == nil {
+		links = Prepare(plan, seed)
+	}
+	windows := map[string][]Window{}
 	for _, f := range plan.Faults {
 		from, to := start.Add(f.At), start.Add(f.At+f.For)
 		switch f.Kind {
 		case LinkDown, Blackhole, ReplyLoss, Latency, Reset:
-			l := get(f.Link)
-			l.windows = append(l.windows, Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter, Match: strings.ToLower(f.Match)})
+			windows[f.Link] = append(windows[f.Link], Window{From: from, To: to, Kind: f.Kind, Rate: f.Rate, Delay: f.Delay, Jitter: f.Jitter, Match: strings.ToLower(f.Match)})
 		case Flap:
-			l := get(f.Link)
 			r := rand.New(rand.NewPCG(seed, 0xF1A9))
 			// Down and up in turn, starting down, each for a seeded 0.5–3 s.
 			for t, down := from, true; t.Before(to); down = !down {
 				d := time.Duration(500+r.IntN(2500)) * time.Millisecond
 				if down {
-					l.windows = append(l.windows, Window{From: t, To: minTime(t.Add(d), to), Kind: LinkDown})
+					windows[f.Link] = append(windows[f.Link], Window{From: t, To: minTime(t.Add(d), to), Kind: LinkDown})
 				}
 				t = t.Add(d)
 			}
 		}
 	}
-	for _, l := range links {
-		sort.Slice(l.windows, func(i, j int) bool { return l.windows[i].From.Before(l.windows[j].From) })
+	for name, ws := range windows {
+		l := links[name]
+		if l == nil {
+			l = &Link{Name: name, rng: rand.New(rand.NewPCG(seed, uint64(len(links))+1))}
+			links[name] = l
+		}
+		sort.Slice(ws, func(i, j int) bool { return ws[i].From.Before(ws[j].From) })
+		l.mu.Lock()
+		l.windows = ws
+		l.mu.Unlock()
 	}
 	return links
 }
@@ -216,9 +252,11 @@ func (l *Link) active(now time.Time, k Kind) *Window {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for i := range l.windows {
-		if w := &l.windows[i]; w.Kind == k && w.covers(now) {
-			return w
+		if w := l.windows[i]; w.Kind == k && w.covers(now) {
+			return &w
 		}
 	}
 	return nil
@@ -229,7 +267,7 @@ func (l *Link) active(now time.Time, k Kind) *Window {
 func (l *Link) Down(now time.Time) bool { return l.active(now, LinkDown) != nil }
 
 // Blackhole reports whether the link accepts and never answers at now.
-func (l *Link) Blackhole(now time.Time) bool { return l.active(now, Blackhole) != nil }
+func (l *Link) Blackhole(now time.Time) bool { return l.IsCut() || l.active(now, Blackhole) != nil }
 
 func (l *Link) chance(now time.Time, k Kind) bool {
 	w := l.active(now, k)

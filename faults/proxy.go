@@ -2,7 +2,6 @@ package faults
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -23,7 +22,8 @@ type Counters struct {
 	Cut            int64 `json:"cut"`             // live connections cut by a partition or a reset
 	RepliesDropped int64 `json:"replies_dropped"` // reply chunks dropped (the connection is then cut)
 	BytesDelayed   int64 `json:"bytes_delayed"`
-	Blackholed     int64 `json:"blackholed"` // connections accepted and hung
+	Blackholed     int64 `json:"blackholed"` // connections accepted and held until the blackhole ended
+	Stalled        int64 `json:"stalled"`    // chunks of live connections held by a blackhole
 }
 
 // Proxy forwards TCP connections from a loopback port to an upstream address,
@@ -32,6 +32,11 @@ type Counters struct {
 type Proxy struct {
 	Link     *Link
 	Upstream string
+	// Also are further links whose partitions and blackholes apply to this
+	// proxy too: the links of the nodes at either end of a replication link.
+	Also []*Link
+	// Listen is the address to listen on; "" is a free port on 127.0.0.1.
+	Listen string
 	// OnFault, if set, is told of every fault applied (kind, count).
 	OnFault func(kind string)
 	Now     func() time.Time
@@ -52,7 +57,11 @@ func (p *Proxy) Start() error {
 	if p.Now == nil {
 		p.Now = time.Now
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := p.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
@@ -95,7 +104,7 @@ func (p *Proxy) watch() {
 			return
 		case <-t.C:
 		}
-		down := p.Link.Down(p.Now())
+		down := p.isDown(p.Now())
 		p.mu.Lock()
 		changed := down != p.down
 		p.down = down
@@ -177,13 +186,21 @@ func (p *Proxy) forget(cs ...net.Conn) {
 
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
-	if p.Link.Blackhole(p.Now()) {
+	if p.blackhole(p.Now()) {
+		// Nothing answers until the blackhole ends; then the connection goes
+		// through, as a SYN retransmitted after a partition heals does. What the
+		// client sent meanwhile waits in its socket.
 		p.fault("blackhole", func(c *Counters) { c.Blackholed++ })
-		_, _ = io.Copy(io.Discard, client) // accept and hang until the client gives up or the run ends
-		p.forget(client)
-		return
+		for p.blackhole(p.Now()) {
+			select {
+			case <-p.stop:
+				p.forget(client)
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
-	up, err := net.DialTimeout("tcp", p.Upstream, 5*time.Second)
+	up, err := net.DialTimeout("tcp", p.UpstreamAddr(), 5*time.Second)
 	if err != nil {
 		p.forget(client)
 		return
@@ -241,6 +258,9 @@ func (p *Proxy) pipe(dst, src net.Conn, replyTo, record *lastRequest) {
 				p.fault("reply_lost", func(c *Counters) { c.RepliesDropped++; c.Cut++ })
 				return
 			}
+			if !p.stall() {
+				return
+			}
 			if d := p.Link.Delay(now); d > 0 {
 				p.fault("latency", func(c *Counters) { c.BytesDelayed += int64(n) })
 				time.Sleep(d)
@@ -256,6 +276,97 @@ func (p *Proxy) pipe(dst, src net.Conn, replyTo, record *lastRequest) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+func (p *Proxy) also() []*Link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Also
+}
+
+func (p *Proxy) isDown(now time.Time) bool {
+	if p.Link.Down(now) {
+		return true
+	}
+	for _, l := range p.also() {
+		if l.Down(now) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Proxy) blackhole(now time.Time) bool {
+	if p.Link.Blackhole(now) {
+		return true
+	}
+	for _, l := range p.also() {
+		if l.Blackhole(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// stall holds a chunk while the link is blackholed, as a network that drops
+// every packet until it heals (TCP retransmits, nothing arrives): live
+// connections hang too, not only new ones. It reports false once the proxy
+// closes.
+func (p *Proxy) stall() bool {
+	counted := false
+	for p.blackhole(p.Now()) {
+		if !counted {
+			counted = true
+			p.fault("blackhole", func(c *Counters) { c.Stalled++ })
+		}
+		select {
+		case <-p.stop:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// UpstreamAddr is where new connections go now.
+func (p *Proxy) UpstreamAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Upstream
+}
+
+// SetUpstream points new connections at addr (a virtual address that follows
+// the primary) and cuts the live ones, as a failover of the address does; also
+// replaces Also (the links of the new upstream's node).
+func (p *Proxy) SetUpstream(addr string, also ...*Link) {
+	p.mu.Lock()
+	p.Upstream, p.Also = addr, also
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// CutAll closes every live connection at once, dropping the bytes the proxy
+// holds or delays for them, as when the host at one end fails: what was on
+// the wire never arrives. New connections are served as before.
+func (p *Proxy) CutAll() {
+	p.mu.Lock()
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	if len(cs) > 0 {
+		p.fault("cut", func(c *Counters) { c.Cut += int64(len(cs)) })
 	}
 }
 

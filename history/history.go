@@ -44,6 +44,10 @@ const (
 	Probe      F = "probe"      // the relay's cheap test of its channel
 	Circuit    F = "circuit"    // the relay's breaker: value open or closed
 	EventDead  F = "event_dead" // the relay parked a rejected outbox event for good
+	// Node is what a node of a replicated target was (value "primary", "up",
+	// "down", "started ..."; Target names the node): the controller's
+	// observations, for the report's node lanes. Not a fault.
+	Node F = "node"
 	// Settle: the worker recorded in the effect store how its delivery ended
 	// without a terminal outcome: value "spent" (the job's own failure spent an
 	// attempt) or "released" (given back after an infrastructure failure).

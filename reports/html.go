@@ -31,6 +31,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Reproduce                                                                     string
 		HistoryNote                                                                   string
 		Windows                                                                       []string
+		Cluster                                                                       string
+		Nodes                                                                         template.HTML
 		TrialsNote                                                                    string
 		Trials                                                                        []TrialLine
 	}
@@ -67,6 +69,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 			}
 			s.Violations = append(s.Violations, vv)
 		}
+		s.Cluster = ClusterLine(r.Cluster)
 		for _, w := range ev.Windows {
 			what := w.Kind
 			if w.Target != "" {
@@ -78,6 +81,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 			s.Windows = append(s.Windows, fmt.Sprintf("%s for %s", what, fmtDur(w.To-w.From)))
 		}
 		if len(ops) > 0 {
+			s.Nodes = NodeLanes(ops)
 			s.Timeline = Timeline(ops, ev.Windows)
 			s.Depth = DepthChart(ops, ev.Windows)
 			ds := Distribute(ops)
@@ -220,7 +224,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{if .Planned}}<p class="meta"><b>Faults planned:</b> {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
 {{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
-{{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}
+{{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}{{if .Cluster}}<p class="meta"><b>Cluster:</b> {{.Cluster}}</p>{{end}}
 {{range .Violations}}<div class="witness"><p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>
 {{if .Rows}}<table class="wt"><tr><th>time</th><th>process</th><th>operation</th><th>job</th><th>token/attempt</th><th>outcome</th></tr>
 {{range .Rows}}<tr><td>{{.At}}</td><td>{{.Process}}</td><td><code>{{.Op}}</code></td><td><code>{{.Job}}</code></td><td>{{.Token}}</td><td><code>{{.Outcome}}</code></td></tr>
@@ -228,7 +232,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{if .Facts}}<ul class="facts">{{range .Facts}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Because}}<ul class="because">{{range .Because}}<li>because {{.}}</li>{{end}}</ul>{{end}}</div>
 {{end}}
-{{if .Timeline}}{{.Timeline}}{{end}}
+{{if .Nodes}}{{.Nodes}}{{end}}{{if .Timeline}}{{.Timeline}}{{end}}
 {{if .Hists}}<div class="hists">{{range .Hists}}{{.}}{{end}}</div>{{end}}
 {{if .Depth}}{{.Depth}}{{end}}
 {{if .Stats}}<table style="margin-top:8px"><tr><th>distribution</th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>

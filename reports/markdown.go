@@ -81,6 +81,9 @@ func detailsBlock(d *Document, r contracts.Result) string {
 	if len(r.Planned) > 0 {
 		fmt.Fprintf(&b, "**Faults planned:** %s\n\n", mdEscape(clip(strings.Join(r.Planned, "; "), 2000)))
 	}
+	if line := ClusterLine(r.Cluster); line != "" {
+		fmt.Fprintf(&b, "**Cluster:** %s\n\n", mdEscape(clip(line, 2000)))
+	}
 	if len(r.Stats.Faults) > 0 {
 		fmt.Fprintf(&b, "**Faults applied:** %s\n\n", mdEscape(faultsApplied(r.Stats.Faults)))
 	}

@@ -239,8 +239,17 @@ func (q *Queue) open(ctx context.Context) error {
 	if q.opts.Unlogged {
 		schemaDDL = strings.ReplaceAll(schemaDDL, "CREATE TABLE", "CREATE UNLOGGED TABLE")
 	}
-	if err := q.db.Provision(ctx, q.schema, schemaDDL); err != nil {
-		return err
+	// A standby (a client of a replicated target connected to a replica) takes
+	// no DDL: the run's schema comes to it from the primary, and its writes
+	// are refused (read-only transaction), as a replica's are.
+	var standby bool
+	if err := q.db.Pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return q.db.Err("read recovery state", err, false)
+	}
+	if !standby {
+		if err := q.db.Provision(ctx, q.schema, schemaDDL); err != nil {
+			return err
+		}
 	}
 	var syncCommit, fsync string
 	err := q.db.Pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync'), current_setting('server_version')`).Scan(&syncCommit, &fsync, &q.version)

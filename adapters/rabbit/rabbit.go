@@ -45,6 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -102,6 +103,10 @@ type Options struct {
 	// Volatile is the negative control of durability.ack: a classic, non-durable
 	// queue with transient messages, whatever Args say. Never set it otherwise.
 	Volatile bool
+	// Addrs are further nodes of a cluster (host:port), a client's node list:
+	// when no connection can be made to the URL's node, the next is tried, in
+	// turn, starting from the last one that answered.
+	Addrs []string
 }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9]{1,40}$`)
@@ -137,6 +142,7 @@ type Queue struct {
 	caps    adapters.Capabilities
 	version string
 	closed  atomic.Bool
+	node    atomic.Int32 // index into urls() of the node that answered last
 }
 
 type names struct{ main, delay, dlq, held, live string }
@@ -264,11 +270,41 @@ func (q *Queue) connect(ctx context.Context) (*conn, error) {
 	}
 }
 
+// urls are the URL and, for every further node of Options.Addrs, the URL
+// with that node's host:port.
+func (q *Queue) urls() []string {
+	out := []string{q.url}
+	if len(q.opts.Addrs) == 0 {
+		return out
+	}
+	u, err := neturl.Parse(q.url)
+	if err != nil {
+		return out
+	}
+	for _, a := range q.opts.Addrs {
+		v := *u
+		v.Host = a
+		out = append(out, v.String())
+	}
+	return out
+}
+
 func (q *Queue) dial(gen uint64) (*conn, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("durachk." + q.runID)
-	c, err := amqp.DialConfig(q.url, amqp.Config{Heartbeat: q.opts.Heartbeat, Properties: props,
-		Dial: amqp.DefaultDial(5 * time.Second)})
+	urls := q.urls()
+	first := int(q.node.Load()) % len(urls)
+	var c *amqp.Connection
+	var err error
+	for i := range urls {
+		n := (first + i) % len(urls)
+		c, err = amqp.DialConfig(urls[n], amqp.Config{Heartbeat: q.opts.Heartbeat, Properties: props,
+			Dial: amqp.DefaultDial(5 * time.Second)})
+		if err == nil {
+			q.node.Store(int32(n))
+			break
+		}
+	}
 	if err != nil {
 		return nil, q.unavailable(err)
 	}

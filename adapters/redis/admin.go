@@ -14,6 +14,14 @@ import (
 // package only. Each opens a one-connection client and closes it.
 
 func adminClient(url string) (*goredis.Client, error) {
+	if IsSentinelURL(url) {
+		o, err := goredis.ParseFailoverURL(url)
+		if err != nil {
+			return nil, err
+		}
+		o.PoolSize, o.MaxRetries, o.DisableIdentity = 1, -1, true
+		return goredis.NewFailoverClient(o), nil
+	}
 	o, err := goredis.ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -24,6 +32,10 @@ func adminClient(url string) (*goredis.Client, error) {
 
 // CheckURL reports whether url is a URL go-redis accepts.
 func CheckURL(url string) error {
+	if IsSentinelURL(url) {
+		_, err := goredis.ParseFailoverURL(url)
+		return err
+	}
 	_, err := goredis.ParseURL(url)
 	return err
 }

@@ -93,6 +93,14 @@ type Options struct {
 	// Notes are added to the Capabilities' notes (e.g. what the target layer
 	// knows about private instances).
 	Notes []string
+	// WaitReplicas, if set, makes Enqueue send WAIT WaitReplicas WaitTimeout
+	// after the XADD on the same connection: the enqueue succeeds only once that
+	// many replicas acknowledged it; a WAIT that times out short of them is an
+	// ambiguous enqueue (the primary has the entry, no replica may), never a
+	// success.
+	WaitReplicas int
+	// WaitTimeout bounds the WAIT; 0 means one second.
+	WaitTimeout time.Duration
 }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9]{1,40}$`)
@@ -140,31 +148,87 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	if opts.MaxLen > 0 && (opts.MinID != "" || opts.MinIDAge > 0) {
 		return nil, errors.New("redis: MAXLEN and MINID trimming exclude each other")
 	}
-	o, err := goredis.ParseURL(url)
+	if opts.WaitReplicas < 0 || opts.WaitTimeout < 0 {
+		return nil, errors.New("redis: negative wait replicas or wait timeout")
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout == 0 {
+		opts.WaitTimeout = time.Second
+	}
+	rdb, err := newClient(url, opts)
 	if err != nil {
-		return nil, fmt.Errorf("redis: bad URL: %v", redactErr(err, url))
+		return nil, err
 	}
-	o.PoolSize = opts.PoolSize
-	if o.PoolSize <= 0 {
-		o.PoolSize = 2
-	}
-	o.MinIdleConns, o.MaxIdleConns = 0, o.PoolSize
-	o.MaxRetries = -1 // every error is classified here: a retried XADD is a second job
-	if o.DialTimeout == 0 {
-		o.DialTimeout = time.Second
-	}
-	o.DialerRetries = 1 // a refused dial is ErrUnavailable at once; the caller retries
-	o.PoolTimeout = 2 * time.Second
-	o.DisableIdentity = true
-	o.Protocol = 2
 	p := Prefix(runID)
-	q := &Queue{rdb: goredis.NewClient(o), stream: p + "stream", delayed: p + "delayed", dead: p + "dead", ids: p + "ids",
+	q := &Queue{rdb: rdb, stream: p + "stream", delayed: p + "delayed", dead: p + "dead", ids: p + "ids",
 		consumer: consumerName(), opts: opts}
 	if err := q.open(ctx); err != nil {
 		q.rdb.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
 	return q, nil
+}
+
+// newClient builds the client of url: a plain client, or, for a Sentinel URL
+// (go-redis's own form, redis://sentinel:26379/0?master_name=NAME&addr=...),
+// a failover client that asks the Sentinels for the master and follows its
+// switches.
+func newClient(url string, opts Options) (*goredis.Client, error) {
+	pool := opts.PoolSize
+	if pool <= 0 {
+		pool = 2
+	}
+	readTimeout := func(t time.Duration) time.Duration {
+		if t == 0 {
+			t = 3 * time.Second
+		}
+		// A WAIT must be able to time out on the server before the client does.
+		return max(t, opts.WaitTimeout+time.Second)
+	}
+	if IsSentinelURL(url) {
+		o, err := goredis.ParseFailoverURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redis: bad Sentinel URL: %v", redactErr(err, url))
+		}
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = pool, 0, pool
+		o.MaxRetries = -1 // every error is classified here: a retried XADD is a second job
+		if o.DialTimeout == 0 {
+			o.DialTimeout = time.Second
+		}
+		o.ReadTimeout = readTimeout(o.ReadTimeout)
+		o.DialerRetries = 1
+		o.PoolTimeout = 2 * time.Second
+		o.DisableIdentity = true
+		o.Protocol = 2
+		return goredis.NewFailoverClient(o), nil
+	}
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: bad URL: %v", redactErr(err, url))
+	}
+	o.PoolSize = pool
+	o.MinIdleConns, o.MaxIdleConns = 0, o.PoolSize
+	o.MaxRetries = -1 // every error is classified here: a retried XADD is a second job
+	if o.DialTimeout == 0 {
+		o.DialTimeout = time.Second
+	}
+	o.ReadTimeout = readTimeout(o.ReadTimeout)
+	o.DialerRetries = 1 // a refused dial is ErrUnavailable at once; the caller retries
+	o.PoolTimeout = 2 * time.Second
+	o.DisableIdentity = true
+	o.Protocol = 2
+	return goredis.NewClient(o), nil
+}
+
+// IsSentinelURL reports whether url names Sentinels (a master_name parameter)
+// rather than a server.
+func IsSentinelURL(url string) bool {
+	_, query, _ := strings.Cut(url, "?")
+	for _, kv := range strings.Split(query, "&") {
+		if k, _, _ := strings.Cut(kv, "="); k == "master_name" {
+			return true
+		}
+	}
+	return false
 }
 
 func consumerName() string {
@@ -261,6 +325,9 @@ func capabilities(opts Options, dead string, settings map[string]string, cfgErr 
 	if opts.MaxLen > 0 || opts.MinID != "" || opts.MinIDAge > 0 {
 		notes = append(notes, "XADD trims the stream ("+trimNote(opts)+"): trimming deletes entries whether or not they were acknowledged, so jobs can be lost; Inspect names the trimmed jobs (moved by the broker: trimmed) from the run's entry index")
 	}
+	if opts.WaitReplicas > 0 {
+		notes = append(notes, fmt.Sprintf("every enqueue is XADD then WAIT %d %d on the same connection: it succeeds once %d replicas acknowledged it; a WAIT that times out short of them is an ambiguous enqueue (the primary has the entry), never a success", opts.WaitReplicas, opts.WaitTimeout.Milliseconds(), opts.WaitReplicas))
+	}
 	notes = append(notes, opts.Notes...)
 	return adapters.Capabilities{
 		Broker: Broker, Lease: adapters.Emulated, LeaseExtension: adapters.Emulated,
@@ -349,7 +416,7 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", adapters.ErrUnavailable, err)
 	case errors.As(err, &rerr):
 		msg := rerr.Error()
-		for _, p := range []string{"LOADING", "BUSY ", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN"} {
+		for _, p := range []string{"LOADING", "BUSY ", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"} {
 			if strings.HasPrefix(msg, p) {
 				return fmt.Errorf("%w: %s", adapters.ErrUnavailable, msg)
 			}
@@ -413,8 +480,28 @@ func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 		return opErr("enqueue", d, err)
 	}
 	strategy, approx, threshold := q.trim()
-	_, err = enqueueScript.Run(ctx, q.rdb, []string{q.stream, q.ids}, job.ID, "0", b, strategy, approx, threshold).Result()
-	return opErr("enqueue", d, classify(err))
+	keys, args := []string{q.stream, q.ids}, []any{job.ID, "0", b, strategy, approx, threshold}
+	if q.opts.WaitReplicas == 0 {
+		_, err = enqueueScript.Run(ctx, q.rdb, keys, args...).Result()
+		return opErr("enqueue", d, classify(err))
+	}
+	// WAIT counts the replicas that acknowledged every write of its own
+	// connection: the script and WAIT go down one connection, as one pipeline
+	// (EVAL, not EVALSHA: a NOSCRIPT would only show after the pipeline).
+	pipe := q.rdb.Pipeline()
+	add := enqueueScript.Eval(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "wait", q.opts.WaitReplicas, q.opts.WaitTimeout.Milliseconds())
+	_, err = pipe.Exec(ctx)
+	if aerr := add.Err(); aerr != nil {
+		return opErr("enqueue", d, classify(aerr))
+	}
+	if err != nil {
+		return opErr("enqueue", d, fmt.Errorf("%w: WAIT after the XADD: %v", adapters.ErrAmbiguous, classify(err)))
+	}
+	if n, _ := wait.Int64(); n < int64(q.opts.WaitReplicas) {
+		return opErr("enqueue", d, fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged the XADD within %s", adapters.ErrAmbiguous, n, q.opts.WaitReplicas, q.opts.WaitTimeout))
+	}
+	return nil
 }
 
 // trim is the XADD trimming of the options: strategy (MAXLEN, MINID or ""),

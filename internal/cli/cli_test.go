@@ -45,7 +45,13 @@ func TestRunWritesEveryFormat(t *testing.T) {
 		}
 	}
 	n := len(contracts.Catalogue)
-	if b, err := os.ReadFile(summary); err != nil || !bytes.HasPrefix(b, fmt.Appendf(nil, "## durachk: %d pass", n)) {
+	pass := 0 // the replicated topologies' contracts are skipped on mem
+	for _, c := range contracts.Catalogue {
+		if c.Needs == nil || c.Needs(contracts.MemTarget{}.Capabilities()) == "" {
+			pass++
+		}
+	}
+	if b, err := os.ReadFile(summary); err != nil || !bytes.HasPrefix(b, fmt.Appendf(nil, "## durachk: %d pass", pass)) {
 		t.Errorf("$GITHUB_STEP_SUMMARY = %.80q, %v; want the summary appended", b, err)
 	}
 	// One line per result, in the order they finish (concurrently).

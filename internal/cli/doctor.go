@@ -59,6 +59,11 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 			default:
 				fmt.Fprintf(tw, "  broker kill\tyes (private instance)\n")
 			}
+			if err := targets.CanFaultNodes(t.parsed); err == nil {
+				fmt.Fprintf(tw, "  node faults\tyes: %s\n", targets.DescribeCluster(t.parsed))
+			} else {
+				fmt.Fprintf(tw, "  node faults\tno: %v\n", err)
+			}
 		} else {
 			fmt.Fprintf(tw, "  broker kill\t%v (simulated)\n", c.BrokerKill)
 		}
@@ -159,7 +164,7 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 			lives = append(lives, live)
 		}
 	}
-	local, err := reaper.Sweep(func(id string) bool {
+	keep := func(id string) bool {
 		if only != nil && !only(id) {
 			return true
 		}
@@ -169,11 +174,15 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 			}
 		}
 		return false
-	})
-	for _, l := range local {
+	}
+	local, err := reaper.Sweep(keep)
+	// A private cluster's partitions (nftables tables) outlive a SIGKILLed
+	// run whose watchdog was killed too.
+	tables, nerr := targets.CleanupNFT(keep)
+	for _, l := range append(local, tables...) {
 		fmt.Fprintf(w, "local: removed %s\n", l)
 	}
-	if err != nil {
+	if err = errors.Join(err, nerr); err != nil {
 		errs = append(errs, "local: "+err.Error())
 	}
 	if len(errs) > 0 {

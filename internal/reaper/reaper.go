@@ -29,6 +29,7 @@ package reaper
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,6 +48,7 @@ const (
 	KindCgroup = "cgroup" // a cgroup directory: cgroup.kill, then rmdir
 	KindPgid   = "pgid"   // a process group: kill(-pgid, SIGKILL)
 	KindDir    = "dir"    // a directory: removed once the processes are gone
+	KindNFT    = "nft"    // an nftables table of the inet family named durachk_*: deleted
 )
 
 var wd struct {
@@ -130,7 +132,7 @@ func Watchdog() error {
 // Serve is the watchdog: it reads registrations from in until EOF (its parent
 // is gone), then kills and removes everything still registered.
 func Serve(in io.Reader) error {
-	set := map[string]map[string]bool{KindCgroup: {}, KindPgid: {}, KindDir: {}}
+	set := map[string]map[string]bool{KindCgroup: {}, KindPgid: {}, KindDir: {}, KindNFT: {}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	for sc.Scan() {
@@ -148,7 +150,23 @@ func Serve(in io.Reader) error {
 			delete(set[kind], v)
 		}
 	}
-	return Reap(keys(set[KindCgroup]), keys(set[KindPgid]), keys(set[KindDir]))
+	err := Reap(keys(set[KindCgroup]), keys(set[KindPgid]), keys(set[KindDir]))
+	return errors.Join(err, deleteNFT(keys(set[KindNFT])))
+}
+
+// deleteNFT deletes the nftables tables (a cluster's partitions between its
+// nodes); names that are not durachk's are left alone.
+func deleteNFT(tables []string) error {
+	var errs []error
+	for _, t := range tables {
+		if !strings.HasPrefix(t, "durachk_") || strings.ContainsAny(t, " ;{}") {
+			continue
+		}
+		if out, err := exec.Command("nft", "delete", "table", "inet", t).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("nft delete table inet %s: %v: %s", t, err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func keys(m map[string]bool) []string {

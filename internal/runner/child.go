@@ -172,7 +172,7 @@ func Child(ctx context.Context, configPath string) error {
 }
 
 func produceAll(ctx context.Context, env *pipeline.Env, q adapters.Queue, cfg ChildConfig) error {
-	contracts.Produce(ctx, env, q, cfg.Jobs, cfg.Start, nil)
+	contracts.Produce(ctx, env, boundedEnqueue{q, 3 * cfg.Lease}, cfg.Jobs, cfg.Start, nil)
 	return ctx.Err()
 }
 

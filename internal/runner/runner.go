@@ -97,6 +97,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
 	}
+	t.describeCluster()
 	t.measuredOn += " (real processes)"
 	return t, nil
 }
@@ -202,6 +203,7 @@ type run struct {
 	tail     *historyTail     // what the children recorded so far
 	links    map[string]*faults.Link
 	proxies  map[string]*faults.Proxy // slot/upstream → proxy
+	cl       *clusterRun              // a replicated target's nodes (cluster.go)
 	cgroup   string                   // the run's cgroup, "" without
 	workers  string                   // the children's cgroup, "" without
 	unlock   func()                   // releases the run directory's lock
@@ -220,7 +222,8 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	ex.RunID = r.spec.RunID // on every path, errors too: what a cut-short run made is named
 	if s := rc.Sabotage; s != nil {
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
-		r.spec.Volatile, r.spec.BreakOrder = s.Volatile, s.BreakOrder
+		r.spec.Volatile, r.spec.BreakOrder, r.spec.Unreplicated = s.Volatile, s.BreakOrder, s.Unreplicated
+		r.spec.WritableReplicas = s.WritableReplicas
 	}
 	if r.self, err = workerBinary(); err != nil {
 		return ex, err
@@ -275,7 +278,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			}
 		}()
 	}
-	if needsBrokerKill(r.sc.Plan) {
+	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
 		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
 			return ex, err
 		}
@@ -284,6 +287,11 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			r.logf("private %s instance at %s (run %s, %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID, r.dir)
 		} else {
 			r.logf("%s broker under control commands at %s (run %s)", r.spec.Kind, targets.Redact(r.inst.URL()), r.spec.RunID)
+		}
+	}
+	if targets.HasPrivateCluster(r.spec) || (r.sc.Plan.NeedsNodes() && targets.HasExternalCluster(r.spec)) {
+		if err := r.startCluster(); err != nil {
+			return ex, err
 		}
 	}
 	q, err := bounded(setupLimit, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, r.spec) }, func(q adapters.Queue) { q.Close() })
@@ -312,7 +320,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r.ctl = &pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
 	r.start = time.Now().Add(300 * time.Millisecond) // children start within this
 
-	r.links = faults.Links(r.sc.Plan, r.start, r.rc.Seed)
+	r.links = faults.Schedule(r.links, r.sc.Plan, r.start, r.rc.Seed)
 	r.proxies = map[string]*faults.Proxy{}
 	defer func() {
 		for _, p := range r.proxies {
@@ -382,13 +390,15 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		return ex, err
 	}
 	var inv adapters.Inventory
+	unsettled := r.clusterUnsettled()
 	if in, ok := q.(adapters.Inspector); ok {
-		if inv, err = finalRead(ctx, in.Inspect); err != nil {
+		// An unsettled cluster may not answer: its verdict is unknown anyway.
+		if inv, err = finalRead(ctx, in.Inspect); err != nil && unsettled == "" {
 			return ex, err
 		}
 	}
 	caps := q.Capabilities()
-	return contracts.Execution{Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
+	return contracts.Execution{Unsettled: unsettled, Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
 			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
 }
@@ -550,7 +560,10 @@ func (r *run) teardown(limit time.Duration) error {
 	var errs []error
 	if r.inst != nil {
 		errs = append(errs, r.inst.Stop()) // a private broker takes the queue with it
+	} else if r.cl != nil && !targets.HasExternalCluster(r.spec) {
+		errs = append(errs, r.stopCluster()) // and so does a private cluster
 	} else {
+		errs = append(errs, r.stopCluster()) // an existing cluster's killed nodes start again (no-op without one)
 		errs = append(errs, targets.TeardownQueue(ctx, r.spec))
 	}
 	if r.cgroup != "" {
@@ -577,6 +590,9 @@ func (r *run) spawn(slot, role string) error {
 	c := &child{slot: slot, name: name, role: role, inc: inc, hist: filepath.Join(r.dir, name+".jsonl"), done: make(chan error, 1)}
 	spec, err := r.proxied(slot, role)
 	if err != nil {
+		return err
+	}
+	if spec, err = r.clusterSpec(spec, role); err != nil {
 		return err
 	}
 	cfg := ChildConfig{Role: role, Process: name, Spec: spec, History: c.hist, Seed: r.rc.Seed, Start: r.start,
@@ -733,6 +749,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 	defer tick.Stop()
 	var lastDrainCheck, readySince time.Time
 	lastWatch := time.Now()
+	r.startNodeFaults()
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -772,6 +789,11 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		r.tail.read(r.hists)
 		r.resumeZombies()
 		if now.After(deadline) {
+			r.clusterTimedOut()
+			return false, nil
+		}
+		clusterReady, clusterFailed := r.clusterGate()
+		if clusterFailed {
 			return false, nil
 		}
 		if now.Sub(lastWatch) > time.Second {
@@ -781,7 +803,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 				return false, nil
 			}
 		}
-		ready := r.producerDone() && !r.anyStopped() && r.restart.IsZero()
+		ready := r.producerDone() && !r.anyStopped() && r.restart.IsZero() && clusterReady
 		select {
 		case <-operatorDone:
 		default:
@@ -930,11 +952,15 @@ func (r *run) unplannedSince(now time.Time) (time.Time, error) {
 	if from.IsZero() {
 		return from, nil
 	}
-	if from.Before(r.planned) {
-		if now.Before(r.planned) {
+	planned := r.planned
+	if cp := r.clusterPlanned(); cp.After(planned) {
+		planned = cp // a replicated target's node faults, until it settled
+	}
+	if from.Before(planned) {
+		if now.Before(planned) {
 			return time.Time{}, nil
 		}
-		from = r.planned // down as planned, then still down
+		from = planned // down as planned, then still down
 	}
 	return from, err
 }

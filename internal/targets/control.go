@@ -10,6 +10,8 @@ package targets
 //	control.resume=CMD   ends a pause (docker unpause c)
 //	control.timeout=DUR  the limit of each command (default 60s)
 //	control.<node>.<action>=CMD  the same for one node of a cluster
+//	control.<node>.addr=HOST:PORT the node's address as its cluster names it
+//	                     (cluster_external.go: durachk asks who is primary)
 //
 // In durachk.yaml they are nested keys: control: {kill: ..., start: ...}.
 // Each command runs with sh -c in a process group of its own, killed at its
@@ -23,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os/exec"
 	"regexp"
@@ -43,6 +46,8 @@ const (
 	ActionStart  = "start"
 	ActionPause  = "pause"
 	ActionResume = "resume"
+	// ActionAddr is not a command: control.<node>.addr is the node's address.
+	ActionAddr = "addr"
 )
 
 const controlPrefix = "control."
@@ -72,11 +77,20 @@ func parseControl(u *url.URL) (map[string]string, error) {
 			}
 		} else {
 			action := rest
-			if node, a, perNode := strings.Cut(rest, "."); perNode {
+			perNode := false
+			if node, a, ok := strings.Cut(rest, "."); ok {
 				if !nodeRE.MatchString(node) {
 					return nil, fmt.Errorf("%w: %s: node name %q must match %s", ErrBadTarget, k, node, nodeRE)
 				}
-				action = a
+				action, perNode = a, true
+			}
+			if action == ActionAddr {
+				if _, port, err := net.SplitHostPort(v); !perNode || err != nil || port == "" {
+					return nil, fmt.Errorf("%w: %s=%q: want control.<node>.addr=host:port", ErrBadTarget, k, v)
+				}
+				out[rest] = v
+				q.Del(k)
+				continue
 			}
 			if !oneOf(action, ActionKill, ActionStart, ActionPause, ActionResume) {
 				return nil, fmt.Errorf("%w: unknown setting %q (control actions: kill, start, pause, resume; and control.timeout)", ErrBadTarget, k)

@@ -95,12 +95,22 @@ func checkURL(raw string, u *url.URL) error {
 	if strings.Contains(raw, "#") {
 		return fmt.Errorf("%w: %s: a fragment (#...) is not part of a broker URL", ErrBadTarget, Echo(raw))
 	}
-	if h := u.Hostname(); !validHost(h) {
-		return fmt.Errorf("%w: %s: host %q: want a host name or an IP address", ErrBadTarget, Echo(raw), redact.Clip(h))
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("%w: %s: port %q: want 1 to 65535", ErrBadTarget, Echo(raw), redact.Clip(p))
+	// A multi-host URL (postgres://u@h1:5432,h2:5432/db, pgx's form for a
+	// primary and its standbys) names each host with its port.
+	for _, hp := range strings.Split(u.Host, ",") {
+		h, p := hp, ""
+		if hh, pp, err := net.SplitHostPort(hp); err == nil {
+			h, p = hh, pp
+		} else if strings.HasPrefix(hp, "[") {
+			h = strings.Trim(hp, "[]")
+		}
+		if !validHost(h) {
+			return fmt.Errorf("%w: %s: host %q: want a host name or an IP address", ErrBadTarget, Echo(raw), redact.Clip(h))
+		}
+		if p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("%w: %s: port %q: want 1 to 65535", ErrBadTarget, Echo(raw), redact.Clip(p))
+			}
 		}
 	}
 	q, err := url.ParseQuery(u.RawQuery)
@@ -116,7 +126,9 @@ func checkURL(raw string, u *url.URL) error {
 		if k == "" {
 			return fmt.Errorf("%w: %s: a query parameter without a name", ErrBadTarget, Echo(u.String()))
 		}
-		if len(q[k]) > 1 {
+		// addr names the further nodes of a cluster (a Sentinel URL, an AMQP
+		// node list): it repeats by design.
+		if len(q[k]) > 1 && k != "addr" {
 			return fmt.Errorf("%w: %s: setting %q given %d times", ErrBadTarget, Echo(u.String()), redact.Clip(k), len(q[k]))
 		}
 	}

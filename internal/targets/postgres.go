@@ -31,11 +31,12 @@ func init() {
 		StartPrivate:    startPrivatePostgres,
 		CanStartPrivate: canStartPrivatePostgres,
 		Cleanup:         cleanupPostgres,
+		Cluster:         pgClusterKind,
 	})
 }
 
 func parsePostgres(raw string, u *url.URL) (Spec, error) {
-	if err := UnknownKnobs(u, pgKnobs, "sslmode", "connect_timeout", "application_name", "sslrootcert", "sslcert", "sslkey", "user", "password", "dbname", "host", "port"); err != nil {
+	if err := UnknownKnobs(u, pgKnobs, "sslmode", "connect_timeout", "application_name", "sslrootcert", "sslcert", "sslkey", "user", "password", "dbname", "host", "port", "target_session_attrs"); err != nil {
 		return Spec{}, err
 	}
 	q := u.Query()
@@ -78,6 +79,9 @@ func pgOptions(s Spec) pg.Options {
 	o := pg.Options{FIFO: s.Options["fifo"] != "false", SyncCommit: s.Options["synchronous_commit"], MaxConns: 2,
 		BreakOrder: s.BreakOrder, Unlogged: s.Volatile}
 	o.DeliveryLimit, _ = strconv.Atoi(s.Options["delivery_limit"])
+	if s.Unreplicated {
+		o.SyncCommit = "local" // commits wait for the local flush only, never for a standby
+	}
 	return o
 }
 

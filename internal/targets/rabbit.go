@@ -37,7 +37,7 @@ var rabbitKnobs = map[string]bool{"delayed-nack": true, "expiration": true, "pre
 
 const rabbitArgPrefix = "queue-arguments."
 
-var rabbitPassThrough = []string{"connection_timeout", "channel_max", "frame_max", "auth_mechanism", "certfile", "keyfile", "cacertfile", "server_name_indication"}
+var rabbitPassThrough = []string{"addr", "connection_timeout", "channel_max", "frame_max", "auth_mechanism", "certfile", "keyfile", "cacertfile", "server_name_indication"}
 
 func init() {
 	Register(&Kind{Name: "amqp", Schemes: []string{"amqp", "amqps"}, Parse: parseRabbit,
@@ -66,6 +66,7 @@ func init() {
 		StartPrivate:    startPrivateRabbit,
 		CanStartPrivate: canStartPrivateRabbit,
 		Cleanup:         cleanupRabbit,
+		Cluster:         rabbitClusterKind,
 	})
 }
 
@@ -143,7 +144,7 @@ func rabbitArg(v string) any {
 }
 
 func rabbitOptions(s Spec) (rabbit.Options, error) {
-	o := rabbit.Options{Args: map[string]any{}, Volatile: s.Volatile,
+	o := rabbit.Options{Args: map[string]any{}, Volatile: s.Volatile || s.Unreplicated, Addrs: nodeList(s.URL),
 		NoConfirms: s.Options["confirms"] == "false", DelayQueue: s.Options["delayed-nack"] == "delay-queue", Transient: s.Options["persistent"] == "false"}
 	keys := make([]string, 0, len(s.Options))
 	for k := range s.Options {

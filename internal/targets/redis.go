@@ -53,11 +53,12 @@ func init() {
 		StartPrivate:    startPrivateRedis,
 		CanStartPrivate: canStartPrivateRedis,
 		Cleanup:         cleanupRedis,
+		Cluster:         redisClusterKind,
 	})
 }
 
 func parseRedis(raw string, u *url.URL) (Spec, error) {
-	if err := UnknownKnobs(u, redisKnobs, "dial_timeout", "read_timeout", "write_timeout", "client_name"); err != nil {
+	if err := UnknownKnobs(u, redisKnobs, "dial_timeout", "read_timeout", "write_timeout", "client_name", "master_name", "addr"); err != nil {
 		return Spec{}, err
 	}
 	q := u.Query()
@@ -151,6 +152,7 @@ func redisOptions(s Spec) (rq.Options, error) {
 			return o, fmt.Errorf("%w: block=%q", ErrBadTarget, v)
 		}
 	}
+	applyRedisWait(s, &o)
 	p := privateRedisProfile(s)
 	if s.ControlKills() {
 		o.Notes = []string{"durability.ack kills and restarts this server with its control commands (its own persistence settings apply)"}

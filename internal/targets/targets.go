@@ -39,6 +39,12 @@ type Spec struct {
 	// Broker-level negative controls.
 	Volatile   bool `json:"volatile,omitempty"`
 	BreakOrder bool `json:"break_order,omitempty"`
+	// Unreplicated: the broker acknowledges a write before any replica has
+	// it (the negative control of the cluster contracts).
+	Unreplicated bool `json:"unreplicated,omitempty"`
+	// WritableReplicas: a replicated broker's replicas take writes of their
+	// own (Redis replica-read-only no).
+	WritableReplicas bool `json:"writable_replicas,omitempty"`
 	// Control holds the control.* commands (control.go), keyed "kill",
 	// "<node>.kill", ..., "timeout". Never sent to worker processes.
 	Control map[string]string `json:"-"`
@@ -81,6 +87,8 @@ type Kind struct {
 	// are not live (durachk cleanup; see Cleanup in cleanup.go), and says what
 	// it removed, one thing per line.
 	Cleanup func(ctx context.Context, s Spec, c Scope) ([]string, error)
+	// Cluster, if set, starts and faults replicated topologies (cluster.go).
+	Cluster *ClusterKind
 }
 
 var kinds = map[string]*Kind{}
@@ -141,6 +149,9 @@ func Parse(raw string) (Spec, error) {
 	}
 	s, err := k.Parse(raw, u)
 	if err != nil {
+		return Spec{}, err
+	}
+	if err := checkCluster(k, s); err != nil {
 		return Spec{}, err
 	}
 	for key, v := range harness {

@@ -1,0 +1,251 @@
+package contracts
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/history"
+)
+
+// notOnMem reports whether c needs a replicated topology, which the embedded
+// target is not; it then checks that c is skipped there with its reason.
+func notOnMem(t *testing.T, c *Contract) bool {
+	t.Helper()
+	if c.Needs == nil || c.Needs(MemTarget{}.Capabilities()) == "" {
+		return false
+	}
+	r, err := Evaluate(context.Background(), MemTarget{}, c, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != Skipped || r.Reason == "" {
+		t.Errorf("%s on the embedded target: %s (%s), want skipped with the reason", c.ID, r.Verdict, r.Reason)
+	}
+	return true
+}
+
+// op builds one history record at t ms.
+func op(t int64, proc string, typ history.Type, f history.F, job string, token uint64, attempt int) history.Op {
+	return history.Op{T: t * 1e6, Process: proc, Type: typ, F: f, Job: job, Token: token, Attempt: attempt}
+}
+
+func TestCheckTokenReissue(t *testing.T) {
+	enq := []history.Op{
+		{T: 1, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"max":3}`},
+		{T: 2, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "j"},
+	}
+	tests := []struct {
+		name string
+		ops  []history.Op
+		want int
+	}{
+		{"the same token to a second holder after the store accepted it", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.OK, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 1},
+		{"a lower token to a second holder", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 2, 2), op(11, "w1", history.OK, history.Fence, "j", 2, 2),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 1},
+		{"a growing token: clean", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.OK, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 2, 2),
+		}, 0},
+		{"the store never accepted the first token: clean", []history.Op{
+			op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(11, "w1", history.Fail, history.Fence, "j", 1, 1),
+			op(20, "w2", history.OK, history.Lease, "j", 1, 1),
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := append(append([]history.Op(nil), enq...), tt.ops...)
+			vs := checkTokenReissue(ops, Final{})
+			if len(vs) != tt.want {
+				t.Fatalf("%d violations %v, want %d", len(vs), vs, tt.want)
+			}
+			for _, v := range vs {
+				if v.Property != PropTokenReissued || len(v.Witness) != 3 {
+					t.Errorf("violation %+v: want %s with the first lease, its fence and the reissue", v, PropTokenReissued)
+				}
+			}
+		})
+	}
+}
+
+func TestClusterFacts(t *testing.T) {
+	ops := []history.Op{
+		{T: 0, Process: "controller", Type: history.Info, F: history.Node, Value: "started in 250ms: redis primary + 2 replicas"},
+		{T: 1e6, Process: "controller", Type: history.Info, F: history.Node, Value: "primary", Target: "n1"},
+		{T: 2e6, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "a", Value: `{"max":3}`},
+		{T: 3e6, Process: "producer", Type: history.Info, F: history.Enqueue, Job: "a", Err: "ambiguous"},
+		{T: 4e6, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "b", Value: `{"max":3}`},
+		{T: 5e6, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "b"},
+		op(6, "w1", history.OK, history.Lease, "b", 2, 2),
+		{T: 7e6, Process: "controller", Type: history.Info, F: history.Fault, Value: "failover", Target: "n2"},
+		{T: 7e6, Process: "controller", Type: history.Info, F: history.Node, Value: "primary", Target: "n2"},
+		op(8, "w2", history.OK, history.Lease, "a", 1, 1),
+		op(9, "w2", history.OK, history.Lease, "b", 1, 1),
+		{T: 10e6, Process: "controller", Type: history.Info, F: history.Node, Value: "settled in 1s", Target: "n2"},
+	}
+	f := clusterFacts(ops)
+	if f == nil {
+		t.Fatal("no cluster facts from a history with node records")
+	}
+	if f.Failovers != 1 || len(f.Primaries) != 2 || f.Settled != "settled in 1s" {
+		t.Errorf("facts %+v", f)
+	}
+	if f.Recovered != 1 || f.RecoveredJobs[0] != "a" {
+		t.Errorf("recovered %d %v, want job a (ambiguous enqueue, delivered)", f.Recovered, f.RecoveredJobs)
+	}
+	if len(f.Regressions) != 1 || !strings.Contains(f.Regressions[0], "b: delivery count 2 → 1") {
+		t.Errorf("regressions %v, want job b's 2 → 1", f.Regressions)
+	}
+	if clusterFacts(ops[2:6]) != nil {
+		t.Error("facts from a history without node records")
+	}
+}
+
+// recorded is the content of a .final.json file of a recorded run.
+type recorded struct {
+	Contract string       `json:"contract"`
+	Sabotage string       `json:"sabotage,omitempty"`
+	Seed     uint64       `json:"seed"`
+	Final    Final        `json:"final"`
+	Check    CheckOptions `json:"check"`
+}
+
+func fixturePaths(name string) (ops, final string) {
+	return filepath.Join("testdata", name+".jsonl"), filepath.Join("testdata", name+".final.json")
+}
+
+func properties(vs []Violation) []Property {
+	var out []Property
+	for _, v := range vs {
+		if !slices.Contains(out, v.Property) {
+			out = append(out, v.Property)
+		}
+	}
+	return out
+}
+
+// clusterFixtures are runs recorded on real private clusters (go test
+// ./internal/runner -run 'Failover|Partition|Sync|Quorum' -record
+// ../../contracts/testdata): the negative controls of the cluster contracts,
+// which the embedded target cannot run. want empty: the run passed.
+var clusterFixtures = []struct {
+	name string
+	want []Property
+}{
+	{"redis-async-durability-failover-seed1", []Property{PropLost}},
+	{"redis-wait1-durability-failover-seed1", nil},
+	{"redis-wait1-durability-failover-unreplicated-seed1", []Property{PropLost}},
+	{"redis-async-partition-minority-seed1", []Property{PropLost}},
+	{"redis-async-fencing-failover-seed1", []Property{PropTokenReissued}},
+	{"pg-async-durability-failover-seed1", []Property{PropLost}},
+	{"pg-sync-durability-failover-seed1", nil},
+	{"pg-sync-partition-minority-seed1", nil},
+	{"rabbitmq-quorum-durability-failover-seed1", nil},
+}
+
+func TestClusterFixtures(t *testing.T) {
+	for _, fx := range clusterFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			opsPath, finalPath := fixturePaths(fx.name)
+			ops, err := history.ReadFile(opsPath)
+			if err != nil {
+				t.Fatalf("%v (record it with go test ./internal/runner -record)", err)
+			}
+			b, err := os.ReadFile(finalPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec recorded
+			if err := json.Unmarshal(b, &rec); err != nil {
+				t.Fatalf("%s: %v", finalPath, err)
+			}
+			c, err := Lookup(rec.Contract)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res Result
+			judge(&res, Execution{Ops: ops, Final: rec.Final, Check: rec.Check}, c.Exercised, c.Properties)
+			if res.Cluster == nil || res.Cluster.Failovers == 0 {
+				t.Errorf("no failover in the recorded run: %+v", res.Cluster)
+			}
+			got := properties(res.Violations)
+			if len(fx.want) == 0 {
+				if res.Verdict != Pass {
+					t.Fatalf("the recorded clean run of %s is now %s: %s", rec.Contract, res.Verdict, res.Reason)
+				}
+				return
+			}
+			if res.Verdict != Violated {
+				t.Fatalf("the recorded run of %s is now %s (%s), want a violation", rec.Contract, res.Verdict, res.Reason)
+			}
+			for _, p := range fx.want {
+				if !slices.Contains(got, p) {
+					t.Errorf("the checker no longer finds %s in the recorded %s run (found %v)", p, rec.Contract, got)
+				}
+			}
+			for _, v := range res.Violations {
+				if len(v.Witness) == 0 && v.Job != "" {
+					t.Errorf("%s violation without a witness: %s", v.Property, v.Message)
+				}
+				if v.Property == PropLost && v.Job != "" && !witnessHas(v, history.Enqueue, "") {
+					t.Errorf("lost %s: the witness lacks the acknowledged enqueue: %v", v.Job, v.Witness)
+				}
+				if v.Property == PropLost && v.Job != "" && !witnessHas(v, history.Fault, "node_") {
+					t.Errorf("lost %s: the witness lacks the node fault: %v", v.Job, v.Witness)
+				}
+			}
+		})
+	}
+}
+
+// witnessHas: v's witness holds an ok record of f (a fault whose value starts
+// with prefix, for faults).
+func witnessHas(v Violation, f history.F, prefix string) bool {
+	for _, op := range v.Witness {
+		if op.F == f && (f == history.Fault && strings.HasPrefix(op.Value, prefix) || f != history.Fault && op.Type == history.OK) {
+			return true
+		}
+	}
+	return false
+}
+
+// Between a node fault and the rejoin a replicated target is degraded: a
+// live holder whose calls block loses its lease without that being a
+// preemption; outside that window it is one.
+func TestDegradedClusterExplainsLeaseLoss(t *testing.T) {
+	base := []history.Op{
+		{T: 1, Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"max":3}`},
+		{T: 2, Process: "producer", Type: history.OK, F: history.Enqueue, Job: "j"},
+	}
+	fault := history.Op{T: 3, Process: "controller", Type: history.Info, F: history.Fault, Value: "failover", Target: "n2"}
+	rejoin := history.Op{T: 4, Process: "controller", Type: history.Info, F: history.Fault, Value: "rejoin"}
+	leases := []history.Op{op(10, "w1", history.OK, history.Lease, "j", 1, 1), op(20, "w2", history.OK, history.Lease, "j", 2, 2)}
+	tests := []struct {
+		name      string
+		ops       []history.Op
+		preempted bool
+	}{
+		{"degraded: explained", append(append(append([]history.Op(nil), base...), fault), leases...), false},
+		{"after the rejoin: a preemption", append(append(append([]history.Op(nil), base...), fault, rejoin), leases...), true},
+		{"no node fault: a preemption", append(append([]history.Op(nil), base...), leases...), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs, st, _ := Check(tt.ops, Final{Broker: adapters.Inventory{Queued: []string{"j"}}}, CheckOptions{})
+			got := slices.Contains(properties(vs), PropPreempted)
+			if got != tt.preempted {
+				t.Fatalf("preempted %v, want %v (redeliveries %v)", got, tt.preempted, st.Redeliveries)
+			}
+		})
+	}
+}

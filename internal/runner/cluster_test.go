@@ -1,0 +1,272 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// recordTo, if set, is where evaluateCluster writes each run's history and
+// final state as a fixture of contracts' recorded-history tests:
+//
+//	go test ./internal/runner -run TestRedisFailover -record ../../contracts/testdata
+var recordTo = flag.String("record", "", "write the cluster runs' histories as fixtures into this directory")
+
+// recording keeps the last execution of the target it wraps.
+type recording struct {
+	*Target
+	run contracts.Run
+	ex  contracts.Execution
+}
+
+func (r *recording) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
+	ex, err := r.Target.Execute(ctx, run)
+	r.run, r.ex = run, ex
+	return ex, err
+}
+
+func record(t *testing.T, name string, rec *recording, seed uint64) {
+	t.Helper()
+	if *recordTo == "" {
+		return
+	}
+	base := filepath.Join(*recordTo, name)
+	if err := history.WriteFile(base+".jsonl", rec.ex.Ops); err != nil {
+		t.Fatal(err)
+	}
+	sab := ""
+	if rec.run.Sabotage != nil {
+		sab = rec.run.Sabotage.Name
+	}
+	b, err := json.MarshalIndent(map[string]any{"contract": rec.run.Contract, "sabotage": sab, "seed": seed,
+		"final": rec.ex.Final, "check": rec.ex.Check, "measured_on": rec.MeasuredOn()}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".final.json", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s", base)
+}
+
+// clusterTarget is a target with a private cluster shaped by knobs, on the
+// kind of envURL's broker (which also holds the store, through
+// DURACHK_PG_URL).
+func clusterTarget(t *testing.T, env, knobs string) *Target {
+	t.Helper()
+	base := os.Getenv(env)
+	if base == "" || os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skipf("%s or DURACHK_PG_URL is not set: no broker and store to run a cluster against", env)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	spec, err := targets.Parse(base + sep + knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.CanFaultNodes(spec); err != nil {
+		t.Skip(err)
+	}
+	tg, err := New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Log = testLog{t}
+	return tg
+}
+
+// evaluateCluster runs contract id on tg and checks that the run left nothing
+// and stayed within 30 s.
+func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab string) contracts.Result {
+	t.Helper()
+	var runID, dir string
+	tg.OnRun = func(rid, d string) { runID, dir = rid, d }
+	c, err := contracts.Lookup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r contracts.Result
+	rec := &recording{Target: tg}
+	if sab == "" {
+		r, err = contracts.Evaluate(context.Background(), rec, c, contracts.Options{Seed: seed})
+	} else {
+		for _, s := range c.Sabotages {
+			if s.Name == sab {
+				r, err = contracts.EvaluateSabotage(context.Background(), rec, c, s, contracts.Options{Seed: seed})
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.NewReplacer(".", "-", " ", "-").Replace(tg.Name() + "-" + id)
+	if sab != "" {
+		name += "-" + sab
+	}
+	record(t, fmt.Sprintf("%s-seed%d", name, seed), rec, seed)
+	t.Logf("%s seed %d on %s: %s (%s) in %v; cluster %+v", id, seed, tg.MeasuredOn(), r.Verdict, r.Reason, r.Wall.Round(time.Millisecond), r.Cluster)
+	// 30 s with the cluster's start on an idle machine; the bound leaves room
+	// for a loaded one (the start is logged above, the run's phases in the log).
+	if r.Wall > 90*time.Second {
+		t.Errorf("%s took %v", id, r.Wall)
+	}
+	if left := clusterLeftovers(t, runID, dir); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	return r
+}
+
+// clusterLeftovers is leftovers plus what a cluster may leave: processes on the
+// run's loopback addresses (redis-server names itself by its address, not its
+// directory) and the run's nftables table.
+func clusterLeftovers(t *testing.T, runID, dir string) []string {
+	t.Helper()
+	left := leftovers(t, runID, dir)
+	block := targets.LoopbackBlock(runID) + "."
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), block) {
+			left = append(left, "process "+p.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if out, err := exec.Command("nft", "list", "tables").Output(); err == nil && strings.Contains(string(out), "durachk_"+runID) {
+		left = append(left, "nftables table durachk_"+runID)
+	}
+	return left
+}
+
+// A cluster run cancelled mid-way (SIGINT in the CLI) leaves no node, helper,
+// schema, directory or nftables table behind.
+func TestCancelledClusterRunLeavesNothing(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	var runID, dir string
+	tg.OnRun = func(id, d string) { runID, dir = id, d }
+	c, _ := contracts.Lookup("durability.failover")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := contracts.Evaluate(ctx, tg, c, contracts.Options{Seed: 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Evaluate after cancel: %v, want the context's error", err)
+	}
+	if runID == "" {
+		t.Fatal("the run never started")
+	}
+	if left := clusterLeftovers(t, runID, dir); len(left) > 0 {
+		t.Errorf("left behind after cancel: %v", left)
+	}
+}
+
+func witnessed(r contracts.Result, p contracts.Property) bool {
+	for _, v := range r.Violations {
+		if v.Property == p && len(v.Witness) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Redis with asynchronous replication loses acknowledged enqueues when its
+// primary dies while replication lags and Sentinel promotes a replica.
+func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("durability.failover on async redis: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// With every enqueue waiting for one replica (WAIT 1), no acknowledged
+// enqueue is lost.
+func TestRedisFailoverWithWaitPasses(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
+	for seed := uint64(1); seed <= 3; seed++ {
+		r := evaluateCluster(t, tg, "durability.failover", seed, "")
+		if r.Verdict != contracts.Pass {
+			t.Errorf("seed %d: %s (%s), want pass", seed, r.Verdict, r.Reason)
+			for _, v := range r.Violations {
+				t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
+			}
+		}
+	}
+}
+
+// The negative control on the same target: without the WAIT the failover
+// loses what the primary acknowledged.
+func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "unreplicated")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("unreplicated sabotage: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// A deposed Redis primary keeps acknowledging the client that still reaches
+// it; Sentinel turns it into a replica once the partition heals and its
+// writes are gone.
+func TestRedisPartitionMinorityLosesWrites(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	r := evaluateCluster(t, tg, "partition.minority", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("partition.minority on async redis: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// Redis replicates a consumer group's deliveries asynchronously too: after a
+// failover the new primary hands out a token the store has already accepted.
+func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
+	r := evaluateCluster(t, tg, "fencing.failover", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropTokenReissued) {
+		t.Fatalf("fencing.failover on async redis: %s (%s), want a witnessed violation token_reissued", r.Verdict, r.Reason)
+	}
+}
+
+// A Postgres standby promoted while streaming lags has not got the last
+// commits the primary acknowledged.
+func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&name=pg-async")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "")
+	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
+		t.Fatalf("durability.failover on an async standby: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
+	}
+}
+
+// With a synchronous standby every acknowledged commit is on the standby: the
+// failover loses nothing, and a deposed primary acknowledges nothing.
+func TestPostgresSyncStandbyPasses(t *testing.T) {
+	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&private-cluster.synchronous_standby_names=*&name=pg-sync")
+	for _, id := range []string{"durability.failover", "partition.minority"} {
+		r := evaluateCluster(t, tg, id, 1, "")
+		if r.Verdict != contracts.Pass {
+			t.Errorf("%s on a synchronous standby: %s (%s), want pass", id, r.Verdict, r.Reason)
+		}
+	}
+}
+
+// A quorum queue survives the kill of its leader's node: Raft elects another
+// and no confirmed message is lost.
+func TestRabbitQuorumLeaderKillPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a RabbitMQ cluster takes tens of seconds")
+	}
+	tg := clusterTarget(t, "DURACHK_AMQP_URL", "queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&name=rabbitmq-quorum")
+	r := evaluateCluster(t, tg, "durability.failover", 1, "")
+	if r.Verdict != contracts.Pass {
+		t.Fatalf("durability.failover on a quorum queue: %s (%s), want pass", r.Verdict, r.Reason)
+	}
+}

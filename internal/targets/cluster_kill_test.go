@@ -1,0 +1,161 @@
+package targets
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/internal/reaper"
+)
+
+// TestMain lets the test binary play a durachk that starts a cluster and is
+// then SIGKILLed (clusterHelperEnv).
+func TestMain(m *testing.M) {
+	if url := os.Getenv(clusterHelperEnv); url != "" {
+		os.Exit(clusterHelper(url))
+	}
+	os.Exit(m.Run())
+}
+
+const clusterHelperEnv = "DURACHK_TEST_CLUSTER_HELPER"
+
+// clusterHelper starts the cluster url names in $DURACHK_TEST_DIR, partitions
+// n1 away, prints "ready" and waits to be killed.
+func clusterHelper(url string) int {
+	s, err := Parse(url)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	s.RunID = os.Getenv("DURACHK_TEST_RUNID")
+	// The run directory's lock, held until the SIGKILL: another durachk's
+	// cleanup spares a live run.
+	if _, err := reaper.LockDir(os.Getenv("DURACHK_TEST_DIR")); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	c, _, err := StartCluster(context.Background(), s, ClusterEnv{Dir: os.Getenv("DURACHK_TEST_DIR"), RunID: s.RunID})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := c.Partition([]string{"n1"}); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// processesOf lists the live processes whose command line holds one of marks.
+func processesOf(marks ...string) []string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		for _, m := range marks {
+			if strings.Contains(cmd, m) {
+				st, _ := os.ReadFile("/proc/" + p.Name() + "/stat")
+				if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+					break // a zombie is gone, only not reaped yet
+				}
+				out = append(out, p.Name()+": "+cmd)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// A durachk killed with SIGKILL while its cluster runs leaves no node, helper
+// or epmd behind (they die with it); its nftables table is left, and durachk
+// cleanup removes it.
+func TestClusterDiesWithDurachk(t *testing.T) {
+	for _, tt := range []struct{ name, url string }{
+		{"redis", "redis://127.0.0.1:6379/0?private-cluster.replicas=2&private-cluster.sentinels=3"},
+		{"postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&private-cluster.standbys=1"},
+		{"rabbitmq", "amqp://guest:guest@127.0.0.1:5672/?queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "rabbitmq" && testing.Short() {
+				t.Skip("a RabbitMQ cluster takes tens of seconds")
+			}
+			s, err := Parse(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := CanFaultNodes(s); err != nil {
+				t.Skip(err)
+			}
+			if tt.name == "rabbitmq" {
+				if err := CanPartitionKernel(); err != nil {
+					t.Skip(err)
+				}
+			}
+			runID := "k" + randSuffix()
+			dir, err := os.MkdirTemp("", reaper.DirPattern(runID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), clusterHelperEnv+"="+tt.url, "DURACHK_TEST_DIR="+dir, "DURACHK_TEST_RUNID="+runID)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// On every path out of the test, the helper is gone.
+			defer func() {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}()
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if strings.TrimSpace(line) != "ready" {
+				t.Fatalf("helper: %s", line)
+			}
+			block := LoopbackBlock(runID)
+			if len(processesOf(dir, block+".")) == 0 {
+				t.Fatal("no process of the cluster found before the kill: the check below would prove nothing")
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			var left []string
+			for i := 0; i < 100; i++ {
+				if left = processesOf(dir, block+"."); len(left) == 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if len(left) > 0 {
+				t.Errorf("left behind 10 s after the SIGKILL: %v", left)
+			}
+			// What durachk cleanup removes after a SIGKILL: the run's cgroups and
+			// directory (reaper.Sweep), and its nftables table.
+			if _, err := reaper.Sweep(func(id string) bool { return id != runID }); err != nil {
+				t.Error(err)
+			}
+			removed, err := CleanupNFT(func(id string) bool { return id != runID })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.name == "rabbitmq" && len(removed) != 1 {
+				t.Errorf("cleanup removed %v, want the run's nftables table", removed)
+			}
+			if again, _ := CleanupNFT(func(id string) bool { return id != runID }); len(again) > 0 {
+				t.Errorf("a second cleanup removed %v", again)
+			}
+		})
+	}
+}
