@@ -106,6 +106,7 @@ func existingRedis(t *testing.T) string {
 // cluster contracts kill its primary through them, the Sentinels fail over,
 // and the killed node is started again; it cannot be partitioned by durachk.
 func TestExistingRedisClusterUnderControlCommands(t *testing.T) {
+	t.Parallel() // brokers of its own, on ports of their own
 	if os.Getenv("DURACHK_PG_URL") == "" {
 		t.Skip("DURACHK_PG_URL is not set: no store")
 	}

@@ -183,6 +183,7 @@ func witnessed(r contracts.Result, p contracts.Property) bool {
 // Redis with asynchronous replication loses acknowledged enqueues when its
 // primary dies while replication lags and Sentinel promotes a replica.
 func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
 	r := evaluateCluster(t, tg, "durability.failover", 1, "")
 	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
@@ -193,6 +194,7 @@ func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
 // With every enqueue waiting for one replica (WAIT 1), no acknowledged
 // enqueue is lost.
 func TestRedisFailoverWithWaitPasses(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
 	for seed := uint64(1); seed <= 3; seed++ {
 		r := evaluateCluster(t, tg, "durability.failover", seed, "")
@@ -208,6 +210,7 @@ func TestRedisFailoverWithWaitPasses(t *testing.T) {
 // The negative control on the same target: without the WAIT the failover
 // loses what the primary acknowledged.
 func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
 	r := evaluateCluster(t, tg, "durability.failover", 1, "unreplicated")
 	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
@@ -219,6 +222,7 @@ func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
 // it; Sentinel turns it into a replica once the partition heals and its
 // writes are gone.
 func TestRedisPartitionMinorityLosesWrites(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
 	r := evaluateCluster(t, tg, "partition.minority", 1, "")
 	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
@@ -229,6 +233,7 @@ func TestRedisPartitionMinorityLosesWrites(t *testing.T) {
 // Redis replicates a consumer group's deliveries asynchronously too: after a
 // failover the new primary hands out a token the store has already accepted.
 func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
 	r := evaluateCluster(t, tg, "fencing.failover", 1, "")
 	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropTokenReissued) {
@@ -239,6 +244,7 @@ func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
 // A Postgres standby promoted while streaming lags has not got the last
 // commits the primary acknowledged.
 func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&name=pg-async")
 	r := evaluateCluster(t, tg, "durability.failover", 1, "")
 	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
@@ -249,6 +255,7 @@ func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
 // With a synchronous standby every acknowledged commit is on the standby: the
 // failover loses nothing, and a deposed primary acknowledges nothing.
 func TestPostgresSyncStandbyPasses(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&private-cluster.synchronous_standby_names=*&name=pg-sync")
 	for _, id := range []string{"durability.failover", "partition.minority"} {
 		r := evaluateCluster(t, tg, id, 1, "")

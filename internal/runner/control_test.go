@@ -63,6 +63,7 @@ func startRedis(t *testing.T, appendonly string) string {
 // only: with the AOF on, every acknowledged job survives the kill; with
 // appendonly no (the negative control) the same run is a violation.
 func TestDurabilityThroughControlCommands(t *testing.T) {
+	t.Parallel() // brokers of its own, on ports of their own
 	if os.Getenv("DURACHK_PG_URL") == "" {
 		t.Skip("DURACHK_PG_URL is not set: no effect store")
 	}

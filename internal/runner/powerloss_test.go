@@ -59,6 +59,7 @@ func mountsOf(dir string) []string {
 // them, and the witness shows the acknowledgement and the power cut after it.
 // Nothing of a run is left, the lazy file system included.
 func TestPowerLossTellsFsyncPoliciesApart(t *testing.T) {
+	t.Parallel() // brokers of its own, on ports of their own
 	tests := []struct {
 		name, url string
 		want      contracts.Verdict
