@@ -153,7 +153,9 @@ func TestSIGINTAfterThreeContracts(t *testing.T) {
 	cmd, out := startDurachk(t, "run", "--target", pg, "--parallel", "1", "--out", dir,
 		"--contract", "tenant.isolation", "--contract", "outbox.relay", "--contract", "dlq.redacted", "--contract", "lease.heartbeat", "--contract", "retry.bounded")
 	seen := waitResults(t, cmd, path, 3, 2*time.Minute, false)
-	time.Sleep(300 * time.Millisecond)
+	// Time for the fourth contract to provision its namespace on a loaded
+	// machine; lease.heartbeat's slow jobs keep it running for seconds more.
+	time.Sleep(1500 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	_ = cmd.Process.Signal(syscall.SIGCONT)
 	sent := time.Now()
