@@ -854,6 +854,7 @@ func (c *Checker) commit(op *history.Op, pos uint32, j *job, p *procState) {
 		if k != nil {
 			k.open++
 		}
+		p.commitInv = pos + 1
 	case history.OK:
 		r := c.keep(op, pos, j)
 		if k != nil {
@@ -966,6 +967,11 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 		r := c.keep(op, pos, j)
 		if op.Value == "in_commit" {
 			c.st.AcksInCommit++
+			// The ack was part of the commit: its call was the commit's, sent
+			// before the ack's records, which follow the commit's answer.
+			if p.commitInv > 0 {
+				invPos = p.commitInv - 1
+			}
 		}
 		// Tokens count the deliveries of one message: with two messages of the
 		// job (a producer retry) they are not comparable.

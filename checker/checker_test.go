@@ -292,6 +292,35 @@ func cases() []testCase {
 			opts:  Options{FIFO: true},
 		},
 		{
+			// Transactional ack: the ack commits with the result, and its records
+			// follow the commit's answer; the next job of the group may be
+			// leased in between.
+			name: "order kept with the ack in the commit",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, grouped(meta("acme", "doc-a", 3))).enqueue("b", keyB, grouped(meta("acme", "doc-b", 3))).
+					deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
+					deliver("w2", "b", keyB, 1)
+				h.rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1, Value: "in_commit"})
+				h.rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1, Value: "in_commit"})
+				return h.extract("w2", "b", keyB, 1).commit("w2", "b", keyB, 1, "new").ack("w2", "b", keyB, 1)
+			}(),
+			final: committed("a", keyA, "acme", "b", keyB, "acme"),
+			opts:  Options{FIFO: true},
+		},
+		{
+			name: "order inversion before the commit that acks",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, grouped(meta("acme", "doc-a", 3))).enqueue("b", keyB, grouped(meta("acme", "doc-b", 3))).
+					deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).deliver("w2", "b", keyB, 1).commit("w1", "a", keyA, 1, "new")
+				h.rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1, Value: "in_commit"})
+				h.rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1, Value: "in_commit"})
+				return h.extract("w2", "b", keyB, 1).commit("w2", "b", keyB, 1, "new").ack("w2", "b", keyB, 1)
+			}(),
+			final: committed("a", keyA, "acme", "b", keyB, "acme"),
+			opts:  Options{FIFO: true},
+			want:  OrderInversion,
+		},
+		{
 			name: "outbox orphan: result without event",
 			ops:  newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).finish("w1", "a", keyA, 1),
 			final: func() Final {

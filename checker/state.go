@@ -217,6 +217,8 @@ type procState struct {
 	faulted  bool
 	// leaseInvT is the time of its latest lease invoke.
 	leaseInvT int64
+	// commitInv is 1 + the position of its latest commit invoke (0: none).
+	commitInv uint32
 }
 
 // interner hands out small ids for strings that repeat; id 0 is "". A full
