@@ -179,7 +179,9 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 	// A private cluster's partitions (nftables tables) outlive a SIGKILLed
 	// run whose watchdog was killed too.
 	tables, nerr := targets.CleanupNFT(keep)
-	for _, l := range append(local, tables...) {
+	locks, lerr := targets.CleanupBlockLocks()
+	nerr = errors.Join(nerr, lerr)
+	for _, l := range append(append(local, tables...), locks...) {
 		fmt.Fprintf(w, "local: removed %s\n", l)
 	}
 	if err = errors.Join(err, nerr); err != nil {

@@ -136,7 +136,7 @@ func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab strin
 func clusterLeftovers(t *testing.T, runID, dir string) []string {
 	t.Helper()
 	left := leftovers(t, runID, dir)
-	block := targets.LoopbackBlock(runID) + "."
+	block := targets.ClaimedBlock(runID) + "."
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,7 +50,9 @@ func clusterHelper(url string) int {
 		fmt.Println(err)
 		return 1
 	}
-	fmt.Println("ready")
+	// The block the cluster got (another live run may hold the one its run
+	// id prefers): the test looks for leftovers on it.
+	fmt.Println("ready", ClaimedBlock(s.RunID))
 	select {}
 }
 
@@ -123,10 +126,10 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 				_ = cmd.Wait()
 			}()
 			line, _ := bufio.NewReader(out).ReadString('\n')
-			if strings.TrimSpace(line) != "ready" {
+			block, ok := strings.CutPrefix(strings.TrimSpace(line), "ready ")
+			if !ok || !strings.HasPrefix(block, "127.0.") {
 				t.Fatalf("helper: %s", line)
 			}
-			block := LoopbackBlock(runID)
 			if len(processesOf(dir, block+".")) == 0 {
 				t.Fatal("no process of the cluster found before the kill: the check below would prove nothing")
 			}
@@ -155,6 +158,14 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 			}
 			if again, _ := CleanupNFT(func(id string) bool { return id != runID }); len(again) > 0 {
 				t.Errorf("a second cleanup removed %v", again)
+			}
+			// The block's lock died with the run; its file goes with cleanup.
+			lock := filepath.Join(blockLockDir(), "durachk-loopback-"+block+".lock")
+			if _, err := CleanupBlockLocks(); err != nil {
+				t.Error(err)
+			}
+			if _, err := os.Stat(lock); err == nil {
+				t.Errorf("cleanup left %s", lock)
 			}
 		})
 	}

@@ -2,7 +2,9 @@ package targets
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +310,48 @@ func TestLoopbackBlock(t *testing.T) {
 		if LoopbackBlock(id) != b {
 			t.Errorf("%s: two blocks", id)
 		}
+	}
+}
+
+// Two live runs never share a block, even when their run ids prefer the same
+// one; a released block is free again.
+func TestClaimLoopbackBlock(t *testing.T) {
+	a, err := claimLoopbackBlock("claim-test-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.release()
+	// A run id that prefers a's block: a's claim must push it to another.
+	var same string
+	for i := 0; i < 100000 && same == ""; i++ {
+		if id := fmt.Sprintf("claim-test-%d", i); LoopbackBlock(id) == a.block && id != "claim-test-a" {
+			same = id
+		}
+	}
+	if same == "" {
+		t.Fatal("no run id found that prefers the same block")
+	}
+	b, err := claimLoopbackBlock(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.block == a.block {
+		t.Fatalf("two live runs got block %s", a.block)
+	}
+	if ClaimedBlock(same) != b.block {
+		t.Errorf("ClaimedBlock(%s) = %s, want %s", same, ClaimedBlock(same), b.block)
+	}
+	b.release()
+	if _, err := os.Stat(filepath.Join(blockLockDir(), "durachk-loopback-"+b.block+".lock")); err == nil {
+		t.Errorf("released block %s left its lock file", b.block)
+	}
+	a.release()
+	c, err := claimLoopbackBlock(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	if c.block != LoopbackBlock(same) {
+		t.Errorf("after the release, %s got %s, want its own %s", same, c.block, LoopbackBlock(same))
 	}
 }

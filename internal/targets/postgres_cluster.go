@@ -130,6 +130,7 @@ func (n *pgNode) adminURL() string {
 // its own on its own loopback address, run as the postgres user with its
 // data and socket in the run directory.
 type pgCluster struct {
+	claim   *blockClaim // the run's loopback block, held until Stop
 	env     ClusterEnv
 	prof    pgClusterProfile
 	bin     struct{ initdb, server, basebackup string }
@@ -170,7 +171,10 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 			_ = c.Stop()
 		}
 	}()
-	block := LoopbackBlock(env.RunID)
+	if c.claim, err = claimLoopbackBlock(env.RunID); err != nil {
+		return nil, s, err
+	}
+	block := c.claim.block
 	for i, name := range nodeNames(1 + c.prof.standbys) {
 		n := &pgNode{name: name, ip: fmt.Sprintf("%s.%d", block, 11+i), link: faults.NodeLink(name),
 			data: filepath.Join(env.Dir, "pg-"+name)}
@@ -658,6 +662,7 @@ func (c *pgCluster) Stop() error {
 	for _, n := range c.nodes {
 		errs = append(errs, os.RemoveAll(n.data), os.RemoveAll(n.startupLog()))
 	}
+	c.claim.release()
 	return errors.Join(errs...)
 }
 

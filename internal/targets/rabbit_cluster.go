@@ -124,6 +124,7 @@ type rabbitNode struct {
 func (n *rabbitNode) amqpAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.amqp)) }
 
 type rabbitCluster struct {
+	claim    *blockClaim // the run's loopback block, held until Stop
 	env      ClusterEnv
 	prof     rabbitClusterProfile
 	spec     Spec // for declaring the run's queues
@@ -170,7 +171,10 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 			_ = c.Stop()
 		}
 	}()
-	block := LoopbackBlock(env.RunID)
+	if c.claim, err = claimLoopbackBlock(env.RunID); err != nil {
+		return nil, s, err
+	}
+	block := c.claim.block
 	// One private epmd for the cluster, listening on every node's address: a
 	// node registers with it on 127.0.0.1 and its peers look it up on the
 	// node's own address (the host part of its name).
@@ -732,6 +736,7 @@ func (c *rabbitCluster) Stop() error {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
 	errs = append(errs, os.RemoveAll(c.home))
+	c.claim.release()
 	return errors.Join(errs...)
 }
 

@@ -164,6 +164,7 @@ func (s *redisSentinel) addr() string { return net.JoinHostPort(s.ip, strconv.It
 // replica that follows a proxy back on the announced address after
 // failover-timeout; it is set to 60 s, beyond a run, so that they do not.
 type redisCluster struct {
+	claim     *blockClaim // the run's loopback block, held until Stop
 	env       ClusterEnv
 	prof      redisClusterProfile
 	server    string
@@ -196,7 +197,10 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 			_ = c.Stop()
 		}
 	}()
-	block := LoopbackBlock(env.RunID)
+	if c.claim, err = claimLoopbackBlock(env.RunID); err != nil {
+		return nil, s, err
+	}
+	block := c.claim.block
 	for i, name := range nodeNames(1 + prof.replicas) {
 		n := &redisNode{name: name, ip: fmt.Sprintf("%s.%d", block, 11+i), link: faults.NodeLink(name),
 			dir: filepath.Join(env.Dir, "redis-"+name)}
@@ -695,6 +699,7 @@ func (c *redisCluster) Stop() error {
 	for j := range c.sentinels {
 		errs = append(errs, os.RemoveAll(filepath.Join(c.env.Dir, fmt.Sprintf("sentinel-%d", j+1))))
 	}
+	c.claim.release()
 	return errors.Join(errs...)
 }
 
