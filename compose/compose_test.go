@@ -1,7 +1,9 @@
 // Package compose holds the docker-compose setup for users (no Go code); its test
 // checks, without a Docker engine, what README.md promises about it, and that
 // docker-compose.yml, durachk.yaml, ../examples/baseline.json and
-// ../examples/github-actions.yml stay consistent with each other.
+// ../examples/github-actions.yml stay consistent with each other (and
+// clusters.yml, clusters.yaml and ../examples/clusters-baseline.json:
+// clusters_test.go).
 package compose
 
 import (
@@ -30,6 +32,9 @@ type service struct {
 	Hostname      string            `yaml:"hostname"`
 	Restart       string            `yaml:"restart"`
 	Command       []string          `yaml:"command"`
+	Entrypoint    []string          `yaml:"entrypoint"`
+	NetworkMode   string            `yaml:"network_mode"`
+	Volumes       []string          `yaml:"volumes"`
 	Environment   map[string]string `yaml:"environment"`
 	Ports         []string          `yaml:"ports"`
 	Healthcheck   *struct {
