@@ -61,6 +61,29 @@ func existingRedis(t *testing.T) string {
 		if out, err := exec.Command(server, args...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", conf, err, out)
 		}
+		// A daemonized server reports success before it binds: wait until it
+		// serves, or say why not (its log), instead of failing later at a dial.
+		var addr, logf string
+		for _, l := range lines {
+			if p, ok := strings.CutPrefix(l, "port "); ok {
+				addr = "127.0.0.1:" + p
+			}
+			if f, ok := strings.CutPrefix(l, "logfile "); ok {
+				logf = f
+			}
+		}
+		for i := 0; ; i++ {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if i == 100 {
+				b, _ := os.ReadFile(logf)
+				t.Fatalf("%s does not serve on %s after 10 s: %v; its log: %s", conf, addr, err, b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	q := url.Values{}
 	ports := []int{port(), port(), port()}

@@ -218,9 +218,13 @@ func (c *externalCluster) Restart(ctx context.Context, n string) error {
 		return err
 	}
 	deadline := time.Now().Add(c.s.ControlTimeout())
-	for !dialable(c.addr(n)) {
+	for {
+		err := c.nodeReady(ctx, n)
+		if err == nil {
+			break
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s accepts no connection %s after control.%s.start", ErrControl, c.addr(n), c.s.ControlTimeout(), n)
+			return fmt.Errorf("%w: %s is not serving %s after control.%s.start: %s", ErrControl, c.addr(n), c.s.ControlTimeout(), n, scrubURL(err.Error(), c.s.URL))
 		}
 		select {
 		case <-ctx.Done():
@@ -232,6 +236,22 @@ func (c *externalCluster) Restart(ctx context.Context, n string) error {
 	delete(c.down, n)
 	c.mu.Unlock()
 	return nil
+}
+
+// nodeReady says whether node n serves its protocol: an open port alone is
+// not enough (Docker's proxy accepts on a published port before the broker in
+// the container has booted).
+func (c *externalCluster) nodeReady(ctx context.Context, n string) error {
+	if !dialable(c.addr(n)) {
+		return errors.New("accepts no connection")
+	}
+	u, err := c.directURL(c.addr(n))
+	if err != nil {
+		return err
+	}
+	ns := c.s
+	ns.URL = u
+	return Ready(ctx, ns)
 }
 
 func (c *externalCluster) Failover(context.Context) (string, error) { return "", ErrAutomaticFailover }
