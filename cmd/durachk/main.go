@@ -34,7 +34,7 @@ func main() {
 // emptyFlags refuses a flag given with an empty value (`--target ”`, often an
 // unset variable): it would silently mean the default.
 func emptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output"} {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue
@@ -101,6 +101,7 @@ func run(args []string) error {
 	f := runCmd.Flags()
 	f.StringArrayVar(&o.Contracts, "contract", nil, "contract id to run; repeatable (default: the whole catalogue)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, "seed scenario to run (or all); repeatable")
+	f.StringArrayVar(&o.Plans, "plan", nil, "plan file (YAML or JSON, docs/plans.md) to run as contract plan/<file name>, with its own seed unless --seed; repeatable")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice (default 1, or the config file's)")
 	f.IntVar(&o.Jobs, "jobs", 0, "jobs per contract (default 24)")
 	f.IntVar(&o.Trials, "trials", 1, "runs of each contract, with successive seeds; a violation in any trial is the verdict")
@@ -236,6 +237,25 @@ func run(args []string) error {
 	}
 	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
 
+	var po cli.PlanOptions
+	planCmd := &cobra.Command{
+		Use:   "plan --contract ID | --scenario NAME [--seed N] [--jobs N] [-o FILE]",
+		Short: "Write out a contract's or seed scenario's workload and fault schedule as a plan file (docs/plans.md)",
+		Long: "Write out the workload and fault schedule a catalogue contract or seed scenario builds from\n" +
+			"the seed, as a plan (YAML; JSON for an -o path ending in .json). Edit it and run it with\n" +
+			"durachk run --plan FILE.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cli.Plan(po, cmd.OutOrStdout())
+		},
+	}
+	pf := planCmd.Flags()
+	pf.StringVar(&po.Contract, "contract", "", "contract id")
+	pf.StringVar(&po.Scenario, "scenario", "", "seed scenario name")
+	pf.Uint64Var(&po.Seed, "seed", 1, "seed the scenario is built from, and that the plan runs with")
+	pf.IntVar(&po.Jobs, "jobs", 0, "jobs (default 24)")
+	pf.StringVarP(&po.Output, "output", "o", "", "file to write (default: stdout)")
+
 	var ko cli.CheckOptions
 	var fifo, fencedAck, relayRan, approx bool
 	checkCmd := &cobra.Command{
@@ -288,7 +308,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	root.AddCommand(versionCmd, runCmd, planCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
