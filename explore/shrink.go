@@ -180,7 +180,9 @@ func Shrink(ctx context.Context, t contracts.Target, p *plans.Plan, prop contrac
 
 // loop applies every reduction until none shrinks the plan further.
 func (s *shrinker) loop(cur **plans.Plan) error {
-	steps := []func(**plans.Plan) error{s.dropFaults, s.dropJobs, s.simplerJobs, s.simplerFaults, s.simplerPlan}
+	// Faults first: a crash at the 150th arrival at a point needs 150
+	// jobs until it is made the first.
+	steps := []func(**plans.Plan) error{s.dropFaults, s.simplerFaults, s.dropJobs, s.simplerJobs, s.simplerPlan}
 	for {
 		before, _ := (*cur).Marshal(true)
 		for _, step := range steps {
@@ -236,6 +238,8 @@ func (s *shrinker) simplerJobs(cur **plans.Plan) error {
 	edits := []func(j *plans.Job) bool{
 		func(j *plans.Job) bool { ch := j.Twice; j.Twice = false; return ch },
 		func(j *plans.Job) bool { ch := j.Deadline != 0; j.Deadline = 0; return ch },
+		// Past already when it is leased: the shortest deadline window.
+		func(j *plans.Job) bool { ch := j.Deadline > 1; j.Deadline = 1; return ch },
 		func(j *plans.Job) bool { ch := j.Group != ""; j.Group = ""; return ch },
 		func(j *plans.Job) bool {
 			plain := plans.Job{ID: j.ID, Tenant: j.Tenant, Doc: j.Doc, PayloadDoc: j.PayloadDoc, Version: j.Version, MaxAttempts: j.MaxAttempts,
@@ -245,6 +249,7 @@ func (s *shrinker) simplerJobs(cur **plans.Plan) error {
 			return ch
 		},
 		func(j *plans.Job) bool { ch := j.Text != ""; j.Text = ""; return ch },
+		func(j *plans.Job) bool { ch := j.At != 0; j.At = 0; return ch },
 		func(j *plans.Job) bool { ch := j.At != 0; j.At /= 2; return ch },
 	}
 	for i := range (*cur).Jobs {
@@ -265,9 +270,11 @@ func (s *shrinker) simplerJobs(cur **plans.Plan) error {
 // arrival count smaller, halving while the plan still fails.
 func (s *shrinker) simplerFaults(cur **plans.Plan) error {
 	edits := []func(f *plans.Fault) bool{
-		func(f *plans.Fault) bool { ch := f.For > plans.Duration(100*time.Millisecond); f.For /= 2; return ch },
-		func(f *plans.Fault) bool { ch := f.At != 0; f.At /= 2; return ch },
+		func(f *plans.Fault) bool { ch := f.Nth > 1; f.Nth = 1; return ch },
 		func(f *plans.Fault) bool { ch := f.Nth > 1; f.Nth = max(f.Nth/2, 1); return ch },
+		func(f *plans.Fault) bool { ch := f.At != 0; f.At = 0; return ch },
+		func(f *plans.Fault) bool { ch := f.At != 0; f.At /= 2; return ch },
+		func(f *plans.Fault) bool { ch := f.For > plans.Duration(100*time.Millisecond); f.For /= 2; return ch },
 		func(f *plans.Fault) bool { ch := f.Delay > plans.Duration(time.Millisecond); f.Delay /= 2; return ch },
 		func(f *plans.Fault) bool { ch := f.Jitter != 0; f.Jitter = 0; return ch },
 		func(f *plans.Fault) bool { ch := f.Match != ""; f.Match = ""; return ch },
