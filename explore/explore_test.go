@@ -27,7 +27,7 @@ var sabotageSeeds = map[string]struct {
 	"reprocess-in-place": {seed: 1}, "deadline-ignored": {seed: 1}, "deadline-slack": {seed: 1},
 	"cancel-into-dlq": {seed: 1}, "no-persistence": {seed: 1}, "break-order": {seed: 1},
 	"timeout-as-failure": {seed: 1}, "timeout-as-unavailable": {seed: 1}, "fsync-ignored": {seed: 1},
-	"naive-breaker": {seed: 1},
+	"naive-breaker":    {seed: 1},
 	"unreplicated":     {why: "breaks a replicated broker (acks before any replica has the write): the embedded target has no replicas"},
 	"writable-replica": {why: "breaks Redis replicas: the embedded target has no replicas"},
 }
