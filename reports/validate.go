@@ -46,10 +46,11 @@ func DecodeJSON(b []byte) (*Document, error) {
 	return &d, nil
 }
 
-// contractIDRE is the form of every contract id (lease.redelivery) and seed
-// scenario (scenario/poison-job); known ids are not required, so that a
+// contractIDRE is the form of every contract id (lease.redelivery), seed
+// scenario (scenario/poison-job), plan file (plan/shrunk) and explore result
+// (explore, explore/shrunk); known ids are not required, so that a
 // result of an older catalogue still renders.
-var contractIDRE = regexp.MustCompile(`^([a-z][a-z0-9-]*(\.[a-z0-9-]+)+|scenario/[a-z0-9-]+)$`)
+var contractIDRE = regexp.MustCompile(`^([a-z][a-z0-9-]*(\.[a-z0-9-]+)+|scenario/[a-z0-9-]+|plan/[A-Za-z0-9][A-Za-z0-9._-]*|explore(/[a-z0-9-]+)?)$`)
 
 // validVerdict reports whether v is one of the four verdicts.
 func validVerdict(v contracts.Verdict) bool {

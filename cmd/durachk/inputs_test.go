@@ -63,6 +63,8 @@ func fixtures(t *testing.T, dir string) {
 	write("null-knob.yaml", "targets:\n  - url: mem\n    delivery_limit:\n")
 	write("bad-store.yaml", "targets:\n  - url: mem\nstore: redis://127.0.0.1:6379\n")
 	write("garbage.yaml", "\x00\x01\x02 ::: [\n")
+	write("plan-unknown-field.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\n    colour: red\n")
+	write("plan-bad-fault.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\nfaults:\n  - kind: reply_loss\n    link: store\n    for: 1s\n    rate: 7\n")
 	write("baseline-empty.json", "{}\n")
 	write("baseline-unknown-contract.json", `{"mem": {"no.such": "pass"}}`)
 	write("baseline-unmeasured-target.json", `{"mem": {"lease.redelivery": "pass"}, "redis-aof": {"lease.redelivery": "pass"}}`)
@@ -165,6 +167,12 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "empty report --output", args: []string{"report", "-o", "", "honest/result.json"}, want: "--output: empty value"},
 		{name: "garbage --seed", args: []string{"run", "--seed", "-1"}, want: `invalid argument "-1" for "--seed"`},
 		{name: "unknown scenario", args: []string{"run", "--scenario", "nope"}, want: `unknown scenario "nope"`},
+		{name: "plan with an unknown field", args: []string{"run", "--plan", "plan-unknown-field.yaml"}, want: "field colour not found"},
+		{name: "plan with a bad rate", args: []string{"run", "--plan", "plan-bad-fault.yaml"}, want: "rate 7: want a probability"},
+		{name: "missing plan", args: []string{"run", "--plan", "no-such.yaml"}, want: "no such file"},
+		{name: "plan of no contract", args: []string{"plan"}, want: "name one --contract or one --scenario"},
+		{name: "plan of an unknown contract", args: []string{"plan", "--contract", "no.such"}, want: `unknown contract "no.such"`},
+		{name: "empty --plan", args: []string{"run", "--plan", ""}, want: "--plan: empty value"},
 		{name: "knob given twice", args: []string{"run", "--target", "postgres://127.0.0.1:5432/test?fifo=true&fifo=false"}, want: `setting "fifo" given 2 times`},
 		{name: "mem knob given twice", args: []string{"run", "--target", "mem?delivery_limit=1&delivery_limit=2"}, want: `setting "delivery_limit" given 2 times`},
 		{name: "negative mem knob", args: []string{"run", "--target", "mem?delivery_limit=-1"}, want: `delivery_limit="-1"`},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
@@ -34,7 +35,7 @@ func main() {
 // emptyFlags refuses a flag given with an empty value (`--target ”`, often an
 // unset variable): it would silently mean the default.
 func emptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output"} {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue
@@ -101,6 +102,7 @@ func run(args []string) error {
 	f := runCmd.Flags()
 	f.StringArrayVar(&o.Contracts, "contract", nil, "contract id to run; repeatable (default: the whole catalogue)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, "seed scenario to run (or all); repeatable")
+	f.StringArrayVar(&o.Plans, "plan", nil, "plan file (YAML or JSON, docs/plans.md) to run as contract plan/<file name>, with its own seed unless --seed; repeatable")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice (default 1, or the config file's)")
 	f.IntVar(&o.Jobs, "jobs", 0, "jobs per contract (default 24)")
 	f.IntVar(&o.Trials, "trials", 1, "runs of each contract, with successive seeds; a violation in any trial is the verdict")
@@ -236,6 +238,66 @@ func run(args []string) error {
 	}
 	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
 
+	var po cli.PlanOptions
+	planCmd := &cobra.Command{
+		Use:   "plan --contract ID | --scenario NAME [--seed N] [--jobs N] [-o FILE]",
+		Short: "Write out a contract's or seed scenario's workload and fault schedule as a plan file (docs/plans.md)",
+		Long: "Write out the workload and fault schedule a catalogue contract or seed scenario builds from\n" +
+			"the seed, as a plan (YAML; JSON for an -o path ending in .json). Edit it and run it with\n" +
+			"durachk run --plan FILE.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cli.Plan(po, cmd.OutOrStdout())
+		},
+	}
+	pf := planCmd.Flags()
+	pf.StringVar(&po.Contract, "contract", "", "contract id")
+	pf.StringVar(&po.Scenario, "scenario", "", "seed scenario name")
+	pf.Uint64Var(&po.Seed, "seed", 1, "seed the scenario is built from, and that the plan runs with")
+	pf.IntVar(&po.Jobs, "jobs", 0, "jobs (default 24)")
+	pf.StringVarP(&po.Output, "output", "o", "", "file to write (default: stdout)")
+
+	var eo cli.ExploreOptions
+	exploreCmd := &cobra.Command{
+		Use:   "explore --target URL --duration 5m [--seed N]",
+		Short: "Run seeded random workloads while a nemesis draws faults of every kind the target supports; shrink what fails",
+		Long: "Explore a target: round after round, a mixed workload (normal, flaky, stubborn, permanent, poison and\n" +
+			"slow jobs, poison events, deadlines, jobs sent twice or resent with another payload, tenants sharing\n" +
+			"document ids, FIFO groups, an operator) while a seeded nemesis draws 1 to --max-faults faults per round\n" +
+			"from every fault kind the target supports, at random overlapping times. Every round is judged by every\n" +
+			"property of the checker. A violation ends the exploration (unless --keep-going) and is shrunk: delta\n" +
+			"debugging over the round's plan (fewer faults, fewer and plainer jobs, shorter and earlier windows,\n" +
+			"fewer workers), each candidate run on the same target, within --shrink-tries and --shrink-time; a\n" +
+			"candidate fails when it raises the same property in --shrink-k of --shrink-n runs (default 1 of 1 on\n" +
+			"the embedded target, which is deterministic, 1 of 3 on real ones). Writes result.json, the reports,\n" +
+			"original.yaml (the round's plan) and shrunk.yaml into --out; rerun either with durachk run --plan.\n" +
+			"Progress (jobs/s, faults applied by kind, violations so far) goes to stderr.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			eo.Command = command
+			return cli.Explore(ctx, eo, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	ef := exploreCmd.Flags()
+	ef.StringVar(&eo.Target, "target", "mem", "target: mem or a broker URL with its knobs")
+	ef.Uint64Var(&eo.Seed, "seed", 1, "seed of the exploration: round i runs with seed N*1000000+i")
+	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for (no round starts after it), such as 5m")
+	ef.IntVar(&eo.Rounds, "rounds", 0, "stop after this many rounds (0: until --duration)")
+	ef.IntVar(&eo.Jobs, "jobs", explore.DefaultJobs, "jobs per round")
+	ef.IntVar(&eo.MaxFaults, "max-faults", explore.DefaultMaxFaults, "most faults a round draws (at least one)")
+	ef.StringSliceVar(&eo.Faults, "faults", nil, "fault kinds to draw, comma-separated (default: every kind the target supports)")
+	ef.IntVar(&eo.Parallel, "parallel", 0, "rounds at a time (default: one per CPU on mem, 1 on real targets)")
+	ef.StringArrayVar(&eo.Properties, "property", nil, "only a violation of this property is a finding (others are counted); repeatable")
+	ef.StringVar(&eo.Sabotage, "sabotage", "", "break every round's pipeline like this catalogue sabotage (a negative control of explore)")
+	ef.BoolVar(&eo.KeepGoing, "keep-going", false, "explore to the end after a finding, counting violations")
+	ef.BoolVar(&eo.NoShrink, "no-shrink", false, "do not shrink a finding")
+	ef.IntVar(&eo.Shrink.Tries, "shrink-tries", explore.DefaultShrinkTries, "most candidate plans a shrink runs")
+	ef.DurationVar(&eo.Shrink.Time, "shrink-time", explore.DefaultShrinkTime, "most wall time a shrink takes")
+	ef.IntVar(&eo.Shrink.K, "shrink-k", explore.DefaultK, "a candidate fails when it raises the property in K ...")
+	ef.IntVar(&eo.Shrink.N, "shrink-n", 0, "... of N runs (default 1 on mem, 3 on real targets)")
+	ef.DurationVar(&eo.Every, "progress", explore.DefaultEvery, "interval of the progress lines on stderr")
+	ef.StringVar(&eo.Out, "out", "durachk-out", "directory for result.json, the reports, original.yaml and shrunk.yaml")
+
 	var ko cli.CheckOptions
 	var fifo, fencedAck, relayRan, approx bool
 	checkCmd := &cobra.Command{
@@ -288,7 +350,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	root.AddCommand(versionCmd, runCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

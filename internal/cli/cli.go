@@ -58,6 +58,7 @@ type RunOptions struct {
 	Config    string // durachk.yaml; its targets come before --target ones
 	Contracts []string
 	Scenarios []string
+	Plans     []string // plan files (durachk run --plan)
 	Seed      uint64
 	SeedSet   bool // --seed was given: it wins over the file's seed
 	Jobs      int
@@ -68,8 +69,9 @@ type RunOptions struct {
 	Formats   []string // files to write besides result.json (default: all)
 	Command   string   // the command line, for the report's reproduce line
 
-	placed   func(n int) // told after each result is written (tests)
-	resolved []*target   // the targets, resolved already (tests)
+	placed   func(n int)         // told after each result is written (tests)
+	resolved []*target           // the targets, resolved already (tests)
+	plans    map[string]planInfo // the --plan contracts by id, from checkRun
 }
 
 // target is a resolved target and how to describe and reproduce it.
@@ -169,7 +171,7 @@ func resolveAll(ctx context.Context, o *RunOptions, log io.Writer) ([]*target, e
 // selection returns the contracts and scenarios a run asks for.
 func selection(o RunOptions) ([]*contracts.Contract, error) {
 	var out []*contracts.Contract
-	if len(o.Contracts) > 0 || len(o.Scenarios) == 0 {
+	if len(o.Contracts) > 0 || len(o.Scenarios) == 0 && len(o.Plans) == 0 {
 		cs, err := contracts.Select(o.Contracts)
 		if err != nil {
 			return nil, ConfigError(err)

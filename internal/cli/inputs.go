@@ -29,6 +29,14 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	pcs, infos, err := loadPlans(o.Plans)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, o.plans = append(cs, pcs...), infos
+	if len(pcs) == len(cs) && len(pcs) > 0 && !o.SeedSet {
+		o.Seed = infos[pcs[0].ID].seed // the document's seed: the plan's
+	}
 	if o.Baseline == "" {
 		return cs, nil, nil
 	}

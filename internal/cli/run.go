@@ -49,7 +49,7 @@ func (r *recorder) Execute(ctx context.Context, run contracts.Run) (contracts.Ex
 // evaluateTrial runs trial k of c on t and returns it with what it recorded.
 func evaluateTrial(ctx context.Context, t *target, c *contracts.Contract, o RunOptions, k int) (contracts.Result, *recorder, error) {
 	rec := &recorder{Target: t.Target}
-	r, err := contracts.EvaluateTrial(ctx, rec, c, contracts.Options{Seed: o.Seed, Jobs: o.Jobs, Trials: o.Trials}, k)
+	r, err := contracts.EvaluateTrial(ctx, rec, c, contracts.Options{Seed: seedOf(o, c), Jobs: o.Jobs, Trials: o.Trials}, k)
 	return r, rec, err
 }
 
@@ -129,7 +129,9 @@ func reproduce(t *target, c *contracts.Contract, o RunOptions, seed uint64) stri
 	if t.spec != "mem" && t.spec != "" {
 		parts = append(parts, "--target", shellQuote(reports.RedactURL(t.spec)))
 	}
-	if strings.HasPrefix(c.ID, "scenario/") {
+	if pi, ok := o.plans[c.ID]; ok {
+		parts = append(parts, "--plan", shellQuote(pi.path))
+	} else if strings.HasPrefix(c.ID, "scenario/") {
 		parts = append(parts, "--scenario", strings.TrimPrefix(c.ID, "scenario/"))
 	} else {
 		parts = append(parts, "--contract", c.ID)

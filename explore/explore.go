@@ -1,0 +1,378 @@
+package explore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"reflect"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/plans"
+)
+
+// Defaults of Options.
+const (
+	DefaultJobs      = 400
+	DefaultMaxFaults = 6
+	DefaultEvery     = 5 * time.Second
+)
+
+// Options of an exploration.
+type Options struct {
+	Seed uint64
+	// Duration bounds the exploration in wall time: no round starts after
+	// it. Rounds, if set, bounds the number of rounds; one of them must be.
+	Duration time.Duration
+	Rounds   int
+	// Jobs per round (DefaultJobs) and the most faults a round draws
+	// (DefaultMaxFaults).
+	Jobs, MaxFaults int
+	// Kinds narrows the fault kinds drawn (nil: every kind the target
+	// supports); a kind the target does not support is an error.
+	Kinds []faults.Kind
+	// Parallel rounds at a time (0: one per CPU on a deterministic target,
+	// else one).
+	Parallel int
+	// Want, if set, are the properties a finding must raise; other
+	// violations are counted and explored past.
+	Want []contracts.Property
+	// Sabotage breaks the pipeline (or embedded broker) of every round: a
+	// negative control of explore itself.
+	Sabotage *contracts.Sabotage
+	// KeepGoing explores to the end after a finding (counting violations);
+	// otherwise the first finding ends the exploration.
+	KeepGoing bool
+	// Progress receives a line every Every (DefaultEvery), and at the end.
+	Progress io.Writer
+	Every    time.Duration
+	// Shrink shrinks the finding (unless Shrink.Off).
+	Shrink ShrinkOptions
+}
+
+// Finding is a round that raised a wanted property.
+type Finding struct {
+	Round    int
+	Plan     *plans.Plan
+	Result   contracts.Result
+	Ops      []history.Op
+	Property contracts.Property
+}
+
+// Summary is what an exploration did and found.
+type Summary struct {
+	Rounds int
+	// Verdicts of the rounds; Violations by property, over every round.
+	Verdicts   map[contracts.Verdict]int
+	Violations map[string]int
+	// Drawn counts the faults the nemesis drew by kind; Stats.Faults those
+	// the rounds applied (by kind and place), summed with every count.
+	Drawn map[string]int
+	Stats contracts.Stats
+	Ops   int
+	Wall  time.Duration
+	// Kinds drawn from, and why each other kind was not.
+	Kinds    []faults.Kind
+	NotDrawn map[faults.Kind]string
+	// Finding is the first round (by number) to raise a wanted property;
+	// Unknown the first round whose verdict was unknown.
+	Finding *Finding
+	Unknown *Finding
+	Shrunk  *Shrunk
+}
+
+// Verdict is a violation when a round raised one, else unknown when a
+// round was unknown, else pass.
+func (s *Summary) Verdict() contracts.Verdict {
+	switch {
+	case s.Finding != nil || s.Verdicts[contracts.Violated] > 0:
+		return contracts.Violated
+	case s.Verdicts[contracts.Unknown] > 0:
+		return contracts.Unknown
+	}
+	return contracts.Pass
+}
+
+// RoundSeed is the seed of round i of an exploration with seed: readable,
+// seed 3 round 17 is 3000017.
+func RoundSeed(seed uint64, i int) uint64 { return seed*1_000_000 + uint64(i) }
+
+// Deterministic reports whether target t gives the same result for one seed
+// every time: the embedded target.
+func Deterministic(t contracts.Target) bool { return t.Capabilities().Broker == "mem" }
+
+// capture keeps the execution of the last Execute.
+type capture struct {
+	contracts.Target
+	ex *contracts.Execution
+}
+
+func (c *capture) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
+	ex, err := c.Target.Execute(ctx, run)
+	if err == nil {
+		c.ex = &ex
+	}
+	return ex, err
+}
+
+// runPlan runs plan once on t as contract id with the plan's seed, and
+// returns the result and the history.
+func runPlan(ctx context.Context, t contracts.Target, p *plans.Plan, id string, sab *contracts.Sabotage) (contracts.Result, []history.Op, error) {
+	c, err := p.AsContract(id)
+	if err != nil {
+		return contracts.Result{}, nil, err
+	}
+	cp := &capture{Target: t}
+	opts := contracts.Options{Seed: p.Seed, Tries: 1}
+	var r contracts.Result
+	if sab != nil {
+		r, err = contracts.EvaluateSabotage(ctx, cp, c, *sab, opts)
+	} else {
+		r, err = contracts.Evaluate(ctx, cp, c, opts)
+	}
+	var ops []history.Op
+	if cp.ex != nil {
+		ops = cp.ex.Ops
+	}
+	return r, ops, err
+}
+
+// raised returns the first property of r among want (any, if want is empty).
+func raised(r contracts.Result, want []contracts.Property) (contracts.Property, bool) {
+	for _, v := range r.Violations {
+		if len(want) == 0 || slices.Contains(want, v.Property) {
+			return v.Property, true
+		}
+	}
+	return "", false
+}
+
+// Run explores target t: round after round, each drawn by the nemesis and
+// judged by every property, until the duration or the round budget is spent,
+// ctx ends, or (unless KeepGoing) a round raises a wanted property; then it
+// shrinks that round's plan. An error is an infrastructure failure or a bad
+// option; ctx ending returns what was explored with no error.
+func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
+	if o.Duration <= 0 && o.Rounds <= 0 {
+		return nil, fmt.Errorf("explore: give a duration or a number of rounds")
+	}
+	caps := t.Capabilities()
+	nem := NewNemesis(caps, cmp.Or(o.Jobs, DefaultJobs), cmp.Or(o.MaxFaults, DefaultMaxFaults))
+	s := &Summary{Verdicts: map[contracts.Verdict]int{}, Violations: map[string]int{}, Drawn: map[string]int{},
+		Stats: contracts.Stats{Faults: map[string]int{}, Redeliveries: map[string]int{}}}
+	s.Kinds, s.NotDrawn = Supported(caps)
+	if o.Kinds != nil {
+		for _, k := range o.Kinds {
+			if why, ok := s.NotDrawn[k]; ok {
+				return nil, fmt.Errorf("explore: fault kind %s: %s", k, why)
+			}
+			if !slices.Contains(contracts.FaultKinds, k) {
+				return nil, fmt.Errorf("explore: unknown fault kind %q", k)
+			}
+		}
+		for _, k := range s.Kinds {
+			if !slices.Contains(o.Kinds, k) {
+				s.NotDrawn[k] = "left out (--faults)"
+			}
+		}
+		s.Kinds = slices.Clone(o.Kinds)
+		nem.Kinds = s.Kinds
+	}
+	parallel := o.Parallel
+	if parallel <= 0 {
+		parallel = 1
+		if Deterministic(t) {
+			parallel = runtime.GOMAXPROCS(0)
+		}
+	}
+	begin := time.Now()
+	var deadline time.Time
+	if o.Duration > 0 {
+		deadline = begin.Add(o.Duration)
+	}
+	var mu sync.Mutex // guards s while the progress goroutine reads it
+	stopProgress := make(chan struct{})
+	var progressDone sync.WaitGroup
+	if o.Progress != nil {
+		progressDone.Add(1)
+		go func() {
+			defer progressDone.Done()
+			tick := time.NewTicker(cmp.Or(o.Every, DefaultEvery))
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopProgress:
+					return
+				case <-tick.C:
+					mu.Lock()
+					fmt.Fprintln(o.Progress, s.progressLine(time.Since(begin)))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	type done struct {
+		i    int
+		plan *plans.Plan
+		r    contracts.Result
+		ops  []history.Op
+		err  error
+	}
+	results := make(chan done)
+	next, running := 0, 0
+	var first error
+	stop := false
+	for {
+		for !stop && first == nil && ctx.Err() == nil && running < parallel &&
+			(o.Rounds <= 0 || next < o.Rounds) && (deadline.IsZero() || time.Now().Before(deadline)) {
+			i := next
+			next++
+			running++
+			p := nem.Draw(RoundSeed(o.Seed, i))
+			go func() {
+				r, ops, err := runPlan(ctx, t, p, "explore", o.Sabotage)
+				results <- done{i: i, plan: p, r: r, ops: ops, err: err}
+			}()
+		}
+		if running == 0 {
+			break
+		}
+		d := <-results
+		running--
+		if d.err != nil {
+			if first == nil && ctx.Err() == nil {
+				first = fmt.Errorf("explore round %d (seed %d): %w", d.i, d.plan.Seed, d.err)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			continue // cut short: its verdict says nothing
+		}
+		mu.Lock()
+		s.add(d.plan, d.r)
+		f := &Finding{Round: d.i, Plan: d.plan, Result: d.r, Ops: d.ops}
+		if prop, ok := raised(d.r, o.Want); ok {
+			f.Property = prop
+			if s.Finding == nil || d.i < s.Finding.Round {
+				s.Finding = f
+			}
+			stop = stop || !o.KeepGoing
+		} else if d.r.Verdict == contracts.Unknown && (s.Unknown == nil || d.i < s.Unknown.Round) {
+			s.Unknown = f
+		}
+		mu.Unlock()
+	}
+	s.Wall = time.Since(begin)
+	close(stopProgress)
+	progressDone.Wait()
+	if o.Progress != nil {
+		fmt.Fprintln(o.Progress, s.progressLine(s.Wall))
+	}
+	if first != nil {
+		return s, first
+	}
+	if s.Finding != nil && !o.Shrink.Off && ctx.Err() == nil {
+		so := o.Shrink
+		if so.Progress == nil {
+			so.Progress = o.Progress
+		}
+		sh, err := Shrink(ctx, t, s.Finding.Plan, s.Finding.Property, o.Sabotage, so)
+		if err != nil {
+			return s, err
+		}
+		s.Shrunk = sh
+	}
+	return s, nil
+}
+
+// add counts one round.
+func (s *Summary) add(p *plans.Plan, r contracts.Result) {
+	s.Rounds++
+	s.Verdicts[r.Verdict]++
+	s.Ops += r.HistoryLen
+	for _, f := range p.Faults {
+		s.Drawn[f.Kind]++
+	}
+	for k, n := range r.Stats.Violations {
+		s.Violations[k] += n
+	}
+	addStats(&s.Stats, r.Stats)
+}
+
+// addStats adds every count of b to a: the int fields and the maps of ints.
+func addStats(a *contracts.Stats, b contracts.Stats) {
+	most := max(a.MaxAttempts, b.MaxAttempts) // a maximum, not a count
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b)
+	for i := range av.NumField() {
+		f, g := av.Field(i), bv.Field(i)
+		switch f.Kind() {
+		case reflect.Int:
+			f.SetInt(f.Int() + g.Int())
+		case reflect.Map:
+			if g.Len() == 0 {
+				continue
+			}
+			if f.IsNil() {
+				f.Set(reflect.MakeMap(f.Type()))
+			}
+			for _, k := range g.MapKeys() {
+				old := f.MapIndex(k)
+				sum := g.MapIndex(k).Int()
+				if old.IsValid() {
+					sum += old.Int()
+				}
+				f.SetMapIndex(k, reflect.ValueOf(sum).Convert(f.Type().Elem()))
+			}
+		}
+	}
+	a.MaxAttempts = most
+}
+
+// progressLine: rounds, jobs and jobs per second, faults applied by kind,
+// violations so far.
+func (s *Summary) progressLine(wall time.Duration) string {
+	secs := max(wall.Seconds(), 1e-3)
+	var b strings.Builder
+	fmt.Fprintf(&b, "explore: %s  %d rounds  %d jobs (%.0f jobs/s)  faults applied: %s  violations: %s",
+		wall.Round(time.Second), s.Rounds, s.Stats.Accepted, float64(s.Stats.Accepted)/secs, byKind(s.Stats.Faults), violations(s.Violations))
+	if n := s.Verdicts[contracts.Unknown]; n > 0 {
+		fmt.Fprintf(&b, "  unknown rounds: %d", n)
+	}
+	return b.String()
+}
+
+// byKind sums applied faults by kind (the part of the key before ":").
+func byKind(m map[string]int) string {
+	sums := map[string]int{}
+	for k, n := range m {
+		kind, _, _ := strings.Cut(k, ":")
+		sums[kind] += n
+	}
+	return counts(sums, "none")
+}
+
+func violations(m map[string]int) string { return counts(m, "0") }
+
+func counts(m map[string]int, none string) string {
+	if len(m) == 0 {
+		return none
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

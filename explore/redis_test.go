@@ -1,0 +1,76 @@
+package explore_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/explore"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// TestMain lets the runner re-execute this test binary as its child processes.
+func TestMain(m *testing.M) {
+	runner.ServeChildIfAsked()
+	os.Exit(m.Run())
+}
+
+// On the local Redis with stream.maxlen=50, explore finds the jobs XADD
+// trimmed before anyone finished them, and shrinks the plan. The Redis
+// adapter names every entry the stream lost (it keeps the run's entry
+// index), so the checker reports them as moved_by_broker ("the broker
+// moved the job on its own (trimmed: MAXLEN 50)"); a job gone without
+// that record would be lost. Either is the finding; which one is asserted
+// by the property the shrunk plan must raise again. Bounded to about 45 s:
+// one round of 120 jobs, crash and kill faults only (no private broker),
+// a shrink of at most 10 candidates, each run once.
+func TestExploreRedisMaxlen(t *testing.T) {
+	raw := os.Getenv("DURACHK_REDIS_URL")
+	if raw == "" {
+		t.Skip("DURACHK_REDIS_URL is not set: e.g. DURACHK_REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	if testing.Short() {
+		t.Skip("runs real processes for about 45 s")
+	}
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	spec, err := targets.Parse(raw + sep + "stream.maxlen=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	target, err := runner.New(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []contracts.Property{contracts.PropLost, contracts.PropMovedByBroker}
+	sum, err := explore.Run(ctx, target, explore.Options{Seed: 1, Rounds: 2, Jobs: 120, Want: want,
+		Kinds: []faults.Kind{faults.CrashAt, faults.Kill}, Shrink: explore.ShrinkOptions{Tries: 10, N: 1, Time: 40 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Finding == nil {
+		t.Fatalf("nothing trimmed found in %d rounds: violations %v", sum.Rounds, sum.Violations)
+	}
+	sh := sum.Shrunk
+	if sh == nil || sh.Result.Verdict != contracts.Violated {
+		t.Fatalf("not shrunk: %+v", sh)
+	}
+	jobs, faults := sh.Plan.Size()
+	if jobs >= sh.FromJobs && faults >= sh.FromFaults {
+		t.Errorf("shrunk plan no smaller: %d jobs, %d faults from %d, %d", jobs, faults, sh.FromJobs, sh.FromFaults)
+	}
+	if !raises(sh.Result, sum.Finding.Property) {
+		t.Errorf("the shrunk plan's run: %s %s; want %s", sh.Result.Verdict, sh.Result.Reason, sum.Finding.Property)
+	}
+	t.Logf("round %d raised %s (%s); shrunk from %d jobs, %d faults to %d, %d in %d candidates (%s)", sum.Finding.Round,
+		sum.Finding.Property, sum.Finding.Result.Reason, sh.FromJobs, sh.FromFaults, jobs, faults, sh.Candidates, sh.Wall.Round(time.Second))
+}

@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/durachk/durachk/checker"
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/explore"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/plans"
+	"github.com/durachk/durachk/reports"
+)
+
+// ExploreOptions are the flags of `durachk explore`.
+type ExploreOptions struct {
+	Target     string
+	Seed       uint64
+	Duration   time.Duration
+	Rounds     int
+	Jobs       int
+	MaxFaults  int
+	Faults     []string // fault kinds to draw (default: every kind the target supports)
+	Parallel   int
+	Properties []string
+	Sabotage   string
+	KeepGoing  bool
+	NoShrink   bool
+	Shrink     explore.ShrinkOptions
+	Every      time.Duration
+	Out        string
+	Command    string
+}
+
+// lookupSabotage finds a sabotage of the catalogue or the seed scenarios by
+// name.
+func lookupSabotage(name string) (*contracts.Sabotage, error) {
+	var names []string
+	for _, c := range append(slices.Clone(contracts.Catalogue), contracts.SeedScenarios...) {
+		for _, s := range c.Sabotages {
+			if s.Name == name {
+				return &s, nil
+			}
+			if !slices.Contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return nil, fmt.Errorf("--sabotage %q: want one of %s", reports.Clip(name), strings.Join(names, ", "))
+}
+
+// Explore carries out `durachk explore`: rounds of seeded random workloads
+// and faults on one target until the duration (or --rounds) is spent or a
+// round raises a violation, which it shrinks; then result.json, the reports,
+// original.yaml (the plan of the round that failed) and shrunk.yaml in --out.
+func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) error {
+	if o.Duration < 0 || o.Rounds < 0 || o.Jobs < 0 || o.MaxFaults < 0 || o.Parallel < 0 {
+		return ConfigError(fmt.Errorf("explore: --duration, --rounds, --jobs, --max-faults and --parallel want values ≥ 0"))
+	}
+	if o.Duration == 0 && o.Rounds == 0 {
+		return ConfigError(fmt.Errorf("explore: give --duration (such as 5m) or --rounds"))
+	}
+	if o.Jobs > maxJobs {
+		return ConfigError(fmt.Errorf("--jobs %d: want 1 to %d", o.Jobs, maxJobs))
+	}
+	sh := o.Shrink
+	if sh.Tries < 0 || sh.Time < 0 || sh.K < 0 || sh.N < 0 || (sh.N > 0 && sh.K > sh.N) {
+		return ConfigError(fmt.Errorf("explore: --shrink-tries, --shrink-time want values ≥ 0, --shrink-k at most --shrink-n"))
+	}
+	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Parallel: o.Parallel,
+		KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
+	eo.Shrink.Off = o.NoShrink
+	for _, k := range o.Faults {
+		for _, x := range strings.Split(k, ",") {
+			kind := faults.Kind(strings.TrimSpace(x))
+			if !slices.Contains(contracts.FaultKinds, kind) {
+				return ConfigError(fmt.Errorf("--faults %q: not a fault kind (docs/plans.md lists them)", reports.Clip(x)))
+			}
+			eo.Kinds = append(eo.Kinds, kind)
+		}
+	}
+	for _, p := range o.Properties {
+		if !knownProperty(p) {
+			return ConfigError(fmt.Errorf("--property %q: not a property of the checker (docs/checker.md)", reports.Clip(p)))
+		}
+		eo.Want = append(eo.Want, contracts.Property(p))
+	}
+	if o.Sabotage != "" {
+		s, err := lookupSabotage(o.Sabotage)
+		if err != nil {
+			return ConfigError(err)
+		}
+		eo.Sabotage = s
+	}
+	if o.Out == "" {
+		return ConfigError(fmt.Errorf("--out: want a directory"))
+	}
+	t, err := resolve(ctx, o.Target, "", stderr)
+	if err != nil {
+		return err
+	}
+	kinds, why := explore.Supported(t.Capabilities())
+	var not []string
+	for _, k := range contracts.FaultKinds {
+		if w, ok := why[k]; ok {
+			not = append(not, fmt.Sprintf("%s (%s)", k, w))
+		}
+	}
+	runID := newRunID()
+	budget := o.Duration.String()
+	if o.Rounds > 0 {
+		budget = fmt.Sprintf("%d rounds", o.Rounds)
+		if o.Duration > 0 {
+			budget += " or " + o.Duration.String()
+		}
+	}
+	fmt.Fprintf(stderr, "durachk: explore %s on %s for %s, seed %d; fault kinds: %s\n", runID, t.Name(), budget, o.Seed, kindList(kinds, eo.Kinds))
+	if len(not) > 0 && len(eo.Kinds) == 0 {
+		fmt.Fprintf(stderr, "durachk: never drawn on %s: %s\n", t.Name(), strings.Join(not, "; "))
+	}
+	if err := prepareOut(o.Out, stderr); err != nil {
+		return ConfigError(err)
+	}
+	s, err := explore.Run(ctx, t.Target, eo)
+	if err != nil && s == nil {
+		return ConfigError(err)
+	}
+	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
+	doc.Wall.RunID = runID
+	doc.AddTargetInfo(t.info)
+	if serr := doc.Scrub(t.secrets...); serr != nil {
+		return ConfigError(serr)
+	}
+	entries, werr := exploreEntries(t, o, s)
+	if werr != nil {
+		return ConfigError(werr)
+	}
+	for i, e := range entries {
+		if serr := e.Scrub(t.secrets...); serr != nil {
+			return ConfigError(serr)
+		}
+		doc.Place(i, e)
+	}
+	doc.Planned = len(entries)
+	doc.Complete = err == nil && ctx.Err() == nil
+	if ctx.Err() != nil {
+		doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
+	} else if err != nil {
+		doc.Stopped = reports.ScrubString(err.Error(), t.secrets...)
+	}
+	doc.Finish(time.Now())
+	if werr := WriteOutputs(doc, o.Out, reports.Formats); werr != nil {
+		return ConfigError(werr)
+	}
+	printExplore(stdout, o, s)
+	fmt.Fprintf(stdout, "result: %s\n", filepath.Join(o.Out, "result.json"))
+	if err != nil {
+		return ConfigError(err)
+	}
+	switch s.Verdict() {
+	case contracts.Violated:
+		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("explore: violation")}
+	case contracts.Unknown:
+		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("explore: %d unknown rounds", s.Verdicts[contracts.Unknown])}
+	}
+	if ctx.Err() != nil {
+		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("explore: interrupted")}
+	}
+	return nil
+}
+
+func kindList(all, chosen []faults.Kind) string {
+	if len(chosen) > 0 {
+		all = chosen
+	}
+	parts := make([]string, len(all))
+	for i, k := range all {
+		parts[i] = string(k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func knownProperty(p string) bool {
+	_, ok := checker.Lookup(checker.Property(p))
+	return ok || p == string(contracts.PropTokenReissued)
+}
+
+// exploreEntries are the document's results: the exploration (with the
+// history of the round that failed), and the shrunk plan's run; the plans
+// are written beside result.json.
+func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.Entry, error) {
+	target := ""
+	if t.spec != "mem" && t.spec != "" {
+		target = " --target " + shellQuote(reports.RedactURL(t.spec))
+	}
+	r := contracts.Result{Contract: "explore", Claim: "every property of the checker holds over seeded random workloads and fault schedules",
+		Target: t.Name(), Broker: t.Capabilities().Broker, MeasuredOn: t.MeasuredOn(), Verdict: s.Verdict(), Seed: o.Seed,
+		Scenario: fmt.Sprintf("explore: %d rounds", s.Rounds), Stats: s.Stats, HistoryLen: s.Ops, Wall: s.Wall}
+	r.Reason = fmt.Sprintf("%d rounds, %d jobs, faults drawn: %s", s.Rounds, s.Stats.Accepted, counts(s.Drawn))
+	if len(s.Violations) > 0 {
+		r.Reason += "; violations: " + counts(s.Violations)
+	}
+	ev := reports.Evidence{}
+	var ops []history.Op
+	if f := s.Finding; f != nil {
+		path := filepath.Join(o.Out, "original.yaml")
+		if err := f.Plan.Write(path); err != nil {
+			return nil, err
+		}
+		r.Violations, r.Planned = f.Result.Violations, f.Result.Planned
+		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s: %s; %s", f.Round, f.Plan.Seed, f.Property, f.Result.Reason, r.Reason)
+		ops = f.Ops
+		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
+		ev.Windows = planWindows(t, f.Plan, f.Ops)
+	} else if u := s.Unknown; u != nil {
+		r.Reason = fmt.Sprintf("round %d (seed %d) unknown: %s; %s", u.Round, u.Plan.Seed, u.Result.Reason, r.Reason)
+	}
+	out := []reports.Entry{reports.NewEntry(r, ops, ev)}
+	if sh := s.Shrunk; sh != nil {
+		path := filepath.Join(o.Out, "shrunk.yaml")
+		if err := sh.Plan.Write(path); err != nil {
+			return nil, err
+		}
+		sr := sh.Result
+		sr.Contract, sr.Claim = "explore/shrunk", fmt.Sprintf("the shrunk plan still raises %s", sh.Property)
+		sr.Reason = fmt.Sprintf("shrunk from %d jobs, %d faults to %d jobs, %d faults in %d candidates (%d runs, %s; a candidate fails when it raises %s in %d of %d runs)",
+			sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond), sh.Property, sh.K, sh.N)
+		if sh.Stopped != "" {
+			sr.Reason += "; stopped: " + sh.Stopped
+		}
+		sr.Reason += "; " + sh.Result.Reason
+		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops)}
+		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
+	}
+	return out, nil
+}
+
+// planWindows are a plan's fault windows against a run's history, with the
+// windows the history shows.
+func planWindows(t *target, p *plans.Plan, ops []history.Op) []reports.FaultWindow {
+	sc, err := p.Scenario()
+	if err != nil || len(ops) == 0 {
+		return nil
+	}
+	return reports.MergeWindows(reports.PlanWindows(sc.Plan, anchor(ops, sc, t.scale), t.scale), reports.ObservedWindows(ops))
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printExplore writes what the exploration found and where the plans are.
+func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
+	fmt.Fprintf(w, "explored %d rounds, %d jobs in %s (%.0f jobs/min); faults drawn: %s\n", s.Rounds, s.Stats.Accepted,
+		s.Wall.Round(time.Millisecond), float64(s.Stats.Accepted)/max(s.Wall.Minutes(), 1e-9), counts(s.Drawn))
+	switch {
+	case s.Finding != nil:
+		f := s.Finding
+		fmt.Fprintf(w, "violation: round %d (seed %d) raised %s: %s\n", f.Round, f.Plan.Seed, f.Property, f.Result.Reason)
+		fmt.Fprintf(w, "  its plan: %s\n", filepath.Join(o.Out, "original.yaml"))
+		if sh := s.Shrunk; sh != nil {
+			fmt.Fprintf(w, "shrunk: %d jobs, %d faults → %d jobs, %d faults (%d candidates, %d runs, %s)\n",
+				sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond))
+			if sh.Stopped != "" {
+				fmt.Fprintf(w, "  stopped: %s\n", sh.Stopped)
+			}
+			fmt.Fprintf(w, "  shrunk plan: %s (durachk run --plan %s)\n", filepath.Join(o.Out, "shrunk.yaml"), filepath.Join(o.Out, "shrunk.yaml"))
+		}
+	case s.Verdicts[contracts.Violated] > 0:
+		fmt.Fprintf(w, "violations outside --property: %s\n", counts(s.Violations))
+	case s.Unknown != nil:
+		fmt.Fprintf(w, "unknown: round %d (seed %d): %s\n", s.Unknown.Round, s.Unknown.Plan.Seed, s.Unknown.Result.Reason)
+	default:
+		fmt.Fprintf(w, "no violation\n")
+	}
+}

@@ -1,0 +1,241 @@
+package plans_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/plans"
+)
+
+func properties(r contracts.Result) []string {
+	var out []string
+	for _, v := range r.Violations {
+		if !slices.Contains(out, string(v.Property)) {
+			out = append(out, string(v.Property))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Every catalogue contract and seed scenario, written out as a plan file
+// and run from it on the embedded target, gives the result the built-in
+// contract gives: verdict, reason, properties raised and every count.
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	all := append(slices.Clone(contracts.Catalogue), contracts.SeedScenarios...)
+	for i, c := range all {
+		t.Run(c.ID, func(t *testing.T) {
+			t.Parallel()
+			const seed = 1
+			ctx := context.Background()
+			want, err := contracts.Evaluate(ctx, contracts.MemTarget{}, c, contracts.Options{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plans.FromContract(c, seed, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := ".yaml"
+			if i%2 == 1 {
+				ext = ".json" // both formats, alternately
+			}
+			path := filepath.Join(dir, strings.ReplaceAll(c.ID, "/", "_")+ext)
+			if err := p.Write(path); err != nil {
+				t.Fatal(err)
+			}
+			back, err := plans.Read(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Seed != seed || back.Contract != c.ID {
+				t.Fatalf("read back seed %d contract %q", back.Seed, back.Contract)
+			}
+			pc, err := back.AsContract("plan/" + c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := contracts.Evaluate(ctx, contracts.MemTarget{}, pc, contracts.Options{Seed: back.Seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Verdict != want.Verdict || got.Reason != want.Reason {
+				t.Errorf("from the file: %s (%s); built in: %s (%s)", got.Verdict, got.Reason, want.Verdict, want.Reason)
+			}
+			if g, w := properties(got), properties(want); !slices.Equal(g, w) {
+				t.Errorf("properties from the file %v, built in %v", g, w)
+			}
+			if !reflect.DeepEqual(got.Stats, want.Stats) || got.HistoryLen != want.HistoryLen {
+				t.Errorf("stats from the file %+v (%d ops), built in %+v (%d ops)", got.Stats, got.HistoryLen, want.Stats, want.HistoryLen)
+			}
+			if want.Verdict == contracts.Skipped && got.Reason == "" {
+				t.Errorf("skipped without a reason")
+			}
+		})
+	}
+}
+
+// A sabotaged run from a plan file is caught like the built-in contract's:
+// the round trip holds for violations too, not only for passes.
+func TestRoundTripSabotaged(t *testing.T) {
+	c, _ := contracts.Lookup("outbox.atomic")
+	ctx := context.Background()
+	s := c.Sabotages[0]
+	want, err := contracts.EvaluateSabotage(ctx, contracts.MemTarget{}, c, s, contracts.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plans.FromContract(c, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Marshal(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := plans.Parse(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, _ := back.AsContract("plan/x")
+	got, err := contracts.EvaluateSabotage(ctx, contracts.MemTarget{}, pc, s, contracts.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Verdict != contracts.Violated || got.Verdict != want.Verdict || !slices.Equal(properties(got), properties(want)) {
+		t.Fatalf("from the file %s %v; built in %s %v", got.Verdict, properties(got), want.Verdict, properties(want))
+	}
+}
+
+const minimal = `format: durachk.plan/v1
+seed: 7
+jobs:
+  - id: a
+`
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+	}{
+		{"unknown field", minimal + "colour: red\n", "field colour not found"},
+		{"unknown job field", strings.Replace(minimal, "- id: a", "- id: a\n    colour: red", 1), "field colour not found"},
+		{"wrong format", strings.Replace(minimal, "v1", "v9", 1), `format "durachk.plan/v9"`},
+		{"no format", strings.Replace(minimal, "format: durachk.plan/v1\n", "", 1), "format"},
+		{"no jobs", "format: durachk.plan/v1\nseed: 1\n", "at least one job"},
+		{"duplicate id", minimal + "  - id: a\n", `"a" given twice`},
+		{"bad duration", minimal + "lease: soon\n", `duration "soon"`},
+		{"number for a duration", minimal + "lease: 10\n", `duration "10"`},
+		{"negative seed", strings.Replace(minimal, "seed: 7", "seed: -1", 1), "cannot unmarshal"},
+		{"bad kind", strings.Replace(minimal, "- id: a", "- id: a\n    kind: angry", 1), `kind "angry"`},
+		{"kind and behaviour", strings.Replace(minimal, "- id: a", "- id: a\n    kind: poison\n    fail_permanent: true", 1), "give one or the other"},
+		{"unknown contract", minimal + "contract: nope\n", `contract "nope"`},
+		{"bad fault kind", minimal + "faults:\n  - kind: meteor\n", `kind "meteor"`},
+		{"crash without point", minimal + "faults:\n  - kind: crash_at\n    nth: 1\n", `point ""`},
+		{"crash nth 0", minimal + "faults:\n  - kind: crash_at\n    point: mid_commit\n", "nth 0"},
+		{"kill unknown worker", minimal + "faults:\n  - kind: kill\n    process: w9\n", `process "w9"`},
+		{"field the kind does not take", minimal + "faults:\n  - kind: kill\n    process: w1\n    rate: 0.5\n", "kill does not take rate"},
+		{"rate above 1", minimal + "faults:\n  - kind: reply_loss\n    link: store\n    for: 1s\n    rate: 2\n", "rate 2"},
+		{"link fault without for", minimal + "faults:\n  - kind: link_down\n    link: broker\n", "for: want"},
+		{"unknown link", minimal + "faults:\n  - kind: link_down\n    link: moon\n    for: 1s\n", `link "moon"`},
+		{"two documents", minimal + "---\n" + minimal, "more than one document"},
+		{"empty", "", "empty file"},
+		{"not a mapping", "- 1\n- 2\n", "cannot unmarshal"},
+		{"fail_transient -2", strings.Replace(minimal, "- id: a", "- id: a\n    fail_transient: -2", 1), "fail_transient -2"},
+		{"every without count", strings.Replace(minimal, "- id: a", "- id: a\n    every: 1s", 1), "every: only with count"},
+		{"json unknown field", `{"format": "durachk.plan/v1", "seed": 1, "jobs": [{"id": "a"}], "extra": 1}`, "field extra not found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := plans.Parse([]byte(tc.text), "x.yaml")
+			if err == nil {
+				t.Fatalf("no error for\n%s", tc.text)
+			}
+			var pe *plans.Error
+			if !errors.As(err, &pe) {
+				t.Errorf("error %T, want *plans.Error", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to name %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestCountExpands(t *testing.T) {
+	p, err := plans.Parse([]byte(`format: durachk.plan/v1
+seed: 1
+jobs:
+  - id: bulk
+    count: 3
+    every: 100ms
+    at: 1s
+    kind: stubborn
+    tenant: globex
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := p.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, f := p.Size(); n != 3 || f != 0 {
+		t.Fatalf("size %d jobs %d faults", n, f)
+	}
+	var ids []string
+	for _, j := range sc.Jobs {
+		ids = append(ids, j.Job.ID+"@"+j.At.String()+"/"+j.Job.Tenant)
+	}
+	if want := []string{"bulk-000@1s/globex", "bulk-001@1.1s/globex", "bulk-002@1.2s/globex"}; !slices.Equal(ids, want) {
+		t.Fatalf("jobs %v, want %v", ids, want)
+	}
+}
+
+// FuzzParse: no input panics, an error is one line, and a plan that parses
+// writes out and reads back to the same scenario.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	for _, c := range contracts.Catalogue[:4] {
+		p, err := plans.FromContract(c, 1, 3)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, _ := p.Marshal(false)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := plans.Parse(b, "fuzz")
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		sc, err := p.Scenario()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := p.Marshal(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := plans.Parse(out, "again")
+		if err != nil {
+			t.Fatalf("written plan does not read back: %v\n%s", err, out)
+		}
+		sc2, _ := back.Scenario()
+		if len(sc.Jobs) != len(sc2.Jobs) || len(sc.Plan.Faults) != len(sc2.Plan.Faults) {
+			t.Fatalf("read back %d jobs %d faults, wrote %d, %d", len(sc2.Jobs), len(sc2.Plan.Faults), len(sc.Jobs), len(sc.Plan.Faults))
+		}
+	})
+}
