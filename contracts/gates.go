@@ -130,11 +130,11 @@ func (s *gatedStore) Fence(ctx context.Context, jobID string, token uint64) erro
 	return s.after(ctx, s.Store.Fence(ctx, jobID, token))
 }
 
-func (s *gatedStore) Begin(ctx context.Context, jobID string, token uint64, delivery string) (pipeline.Ledger, error) {
+func (s *gatedStore) Begin(ctx context.Context, jobID string, token uint64, delivery string, attempt int) (pipeline.Ledger, error) {
 	if err := s.before(ctx); err != nil {
 		return pipeline.Ledger{}, err
 	}
-	led, err := s.Store.Begin(ctx, jobID, token, delivery)
+	led, err := s.Store.Begin(ctx, jobID, token, delivery, attempt)
 	return led, s.after(ctx, err)
 }
 

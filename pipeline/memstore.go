@@ -40,7 +40,10 @@ type MemStore struct {
 }
 
 // ledgerEntry is one delivery in the ledger: a delivery a worker reached, and how it ended.
-type ledgerEntry struct{ ended, spent bool }
+type ledgerEntry struct {
+	ended, spent bool
+	attempt      int
+}
 
 var (
 	_ Store      = (*MemStore)(nil)
@@ -67,7 +70,7 @@ func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error 
 	return nil
 }
 
-func (s *MemStore) Begin(ctx context.Context, jobID string, token uint64, delivery string) (Ledger, error) {
+func (s *MemStore) Begin(ctx context.Context, jobID string, token uint64, delivery string, attempt int) (Ledger, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if token < s.fences[jobID] && !s.opts.NoFence {
@@ -77,11 +80,12 @@ func (s *MemStore) Begin(ctx context.Context, jobID string, token uint64, delive
 		s.fences[jobID] = token
 	}
 	led := s.ledgerOf(jobID, delivery)
+	led.Crashed = s.crashedBefore(jobID, delivery, attempt)
 	if s.ledger[jobID] == nil {
 		s.ledger[jobID] = map[string]*ledgerEntry{}
 	}
 	if s.ledger[jobID][delivery] == nil {
-		s.ledger[jobID][delivery] = &ledgerEntry{}
+		s.ledger[jobID][delivery] = &ledgerEntry{attempt: attempt}
 	}
 	return led, nil
 }
@@ -101,6 +105,29 @@ func (s *MemStore) End(ctx context.Context, jobID, delivery string, spent bool) 
 		d.ended, d.spent = true, spent
 	}
 	return s.ledgerOf(jobID, ""), nil
+}
+
+// crashedBefore counts the attempts below attempt whose every delivery
+// (except delivery) is unended (Ledger.Crashed); it holds s.mu.
+func (s *MemStore) crashedBefore(jobID, except string, attempt int) int {
+	ended, unended := map[int]bool{}, map[int]bool{}
+	for id, d := range s.ledger[jobID] {
+		if id == except || d.attempt < 1 || d.attempt >= attempt {
+			continue
+		}
+		if d.ended {
+			ended[d.attempt] = true
+		} else {
+			unended[d.attempt] = true
+		}
+	}
+	n := 0
+	for a := range unended {
+		if !ended[a] {
+			n++
+		}
+	}
+	return n
 }
 
 // ledgerOf counts the job's ledger without the delivery except; it holds s.mu.

@@ -548,8 +548,12 @@ func TestMemStoreLedger(t *testing.T) {
 		want  Ledger
 		stale bool
 	}
-	begin := func(job string, tok uint64, del string) func() (Ledger, error) {
-		return func() (Ledger, error) { return s.Begin(ctx, job, tok, del) }
+	begin := func(job string, tok uint64, del string, attempt ...int) func() (Ledger, error) {
+		a := int(tok)
+		if len(attempt) > 0 {
+			a = attempt[0]
+		}
+		return func() (Ledger, error) { return s.Begin(ctx, job, tok, del, a) }
 	}
 	end := func(job, del string, spent bool) func() (Ledger, error) {
 		return func() (Ledger, error) { return s.End(ctx, job, del, spent) }
@@ -561,9 +565,25 @@ func TestMemStoreLedger(t *testing.T) {
 		{name: "spent", do: end("j", "w1/1", true), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
 		{name: "the first end counts", do: end("j", "w1/1", false), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
 		{name: "second delivery sees the first", do: begin("j", 2, "w2/1"), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
-		{name: "third sees one that never ended", do: begin("j", 3, "w3/1"), want: Ledger{Seen: 2, Ended: 1, Spent: 1}},
+		{name: "third sees one that never ended: a crash", do: begin("j", 3, "w3/1"), want: Ledger{Seen: 2, Ended: 1, Spent: 1, Crashed: 1}},
 		{name: "released", do: end("j", "w3/1", false), want: Ledger{Seen: 3, Ended: 2, Spent: 1}},
 		{name: "committed job", do: begin("jC", 2, "w1/2"), want: Ledger{Committed: true}},
+		// A job sent twice: both copies' first deliveries spent, copy a's second
+		// one running; copy b's second one sees no crash (it saw one: a healthy
+		// job dead-lettered).
+		{name: "copy a, attempt 1", do: begin("j2", 1, "a/1", 1), want: Ledger{}},
+		{name: "copy b, attempt 1", do: begin("j2", 1, "b/1", 1), want: Ledger{Seen: 1}},
+		{name: "a/1 spent", do: end("j2", "a/1", true), want: Ledger{Seen: 2, Ended: 1, Spent: 1}},
+		{name: "b/1 spent", do: end("j2", "b/1", true), want: Ledger{Seen: 2, Ended: 2, Spent: 2}},
+		{name: "copy a, attempt 2 (runs on)", do: begin("j2", 2, "a/2", 2), want: Ledger{Seen: 2, Ended: 2, Spent: 2}},
+		{name: "copy b, attempt 2: a/2 is no crash", do: begin("j2", 2, "b/2", 2), want: Ledger{Seen: 3, Ended: 2, Spent: 2}},
+		{name: "b/2 released", do: end("j2", "b/2", false), want: Ledger{Seen: 4, Ended: 3, Spent: 2}},
+		{name: "copy b, attempt 3: attempt 2 had an end", do: begin("j2", 2, "b/3", 3), want: Ledger{Seen: 4, Ended: 3, Spent: 2}},
+		// A crash loop: every attempt's worker died.
+		{name: "loop 1", do: begin("jP", 1, "p/1", 1), want: Ledger{}},
+		{name: "loop 2", do: begin("jP", 2, "p/2", 2), want: Ledger{Seen: 1, Crashed: 1}},
+		{name: "loop 3", do: begin("jP", 3, "p/3", 3), want: Ledger{Seen: 2, Crashed: 2}},
+		{name: "a broker that does not count", do: begin("jP", 4, "p/4", 0), want: Ledger{Seen: 3}},
 		{name: "dead job", do: begin("jD", 1, "w1/3"), want: Ledger{Terminal: true}},
 	}
 	for _, c := range calls {

@@ -83,7 +83,15 @@ type Ledger struct {
 	// kill, which the pipeline cannot tell from a poison job.
 	Ended int `json:"ended"`
 	// Spent counts deliveries whose extract failed by the job's own fault.
-	Spent     int  `json:"spent"`
+	Spent int `json:"spent"`
+	// Crashed counts the broker attempts before this one (Begin's attempt) in
+	// which every recorded delivery of the job stayed unended: the attempts
+	// whose worker died. An attempt with one ended delivery is not counted,
+	// so a second copy of a job sent twice, running now, is never taken for a
+	// crash of this copy (it was: a healthy job dead-lettered, found by
+	// explore). Copies can hide a crash this way; the broker's delivery cap
+	// still bounds the job.
+	Crashed   int  `json:"crashed,omitempty"`
 	Committed bool `json:"committed,omitempty"`
 	// Terminal: dead-lettered or cancelled.
 	Terminal bool `json:"terminal,omitempty"`
@@ -160,10 +168,11 @@ type Store interface {
 	// package adapters) if a higher one was seen. Idempotent.
 	Fence(ctx context.Context, jobID string, token uint64) error
 	// Begin fences token as Fence does and records that a worker reached the
-	// delivery named delivery, in one transaction, and returns the job's ledger
-	// without this delivery. A stale token records nothing. Idempotent per
-	// delivery.
-	Begin(ctx context.Context, jobID string, token uint64, delivery string) (Ledger, error)
+	// delivery named delivery, the broker's attempt-th delivery of its message
+	// (0: the broker does not count), in one transaction, and returns the job's
+	// ledger without this delivery. A stale token records nothing. Idempotent
+	// per delivery.
+	Begin(ctx context.Context, jobID string, token uint64, delivery string, attempt int) (Ledger, error)
 	// End records that delivery ended without a terminal outcome: spent by the
 	// job's own failure, or (spent false) given back after an infrastructure
 	// failure. It returns the ledger with the delivery. Idempotent per delivery:

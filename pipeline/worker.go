@@ -219,7 +219,7 @@ func (w *Worker) begin(ctx context.Context, h *held) (Ledger, error) {
 	err := w.try(ctx, h, func(ctx context.Context) error {
 		w.rec(history.Invoke, history.Fence, h.d, h.key, "", nil)
 		err := w.call(ctx, func(ctx context.Context) (err error) {
-			led, err = w.Store.Begin(ctx, h.d.Job.ID, h.d.Token, h.id)
+			led, err = w.Store.Begin(ctx, h.d.Job.ID, h.d.Token, h.id, h.d.Attempt)
 			return err
 		})
 		value := ""
@@ -235,15 +235,16 @@ func (w *Worker) begin(ctx context.Context, h *held) (Ledger, error) {
 
 // crashes is how many of the job's earlier deliveries its worker died in (a
 // poison job's crash loop; a kill, which the worker cannot tell from one), as
-// far as the broker's delivery count witnesses them: the ledger's deliveries
-// that neither ended nor committed, at most the deliveries the broker counted
+// far as the broker's delivery count witnesses them: the attempts before this
+// one whose every delivery neither ended nor committed (Ledger.Crashed), at
+// most the ledger's unended deliveries and the deliveries the broker counted
 // before this one. A broker that cannot count witnesses none, and a crash loop
 // there is not bounded (the retry.bounded contract says so).
 func crashes(d adapters.Delivery, led Ledger) int {
 	if d.Attempt <= 0 || led.Committed {
 		return 0
 	}
-	return min(led.Unended(), d.Attempt-1)
+	return min(led.Crashed, led.Unended(), d.Attempt-1)
 }
 
 func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {

@@ -104,9 +104,9 @@ type faultyStore struct {
 	sc *scripted
 }
 
-func (f *faultyStore) Begin(ctx context.Context, job string, tok uint64, del string) (Ledger, error) {
+func (f *faultyStore) Begin(ctx context.Context, job string, tok uint64, del string, attempt int) (Ledger, error) {
 	var led Ledger
-	err := f.sc.do("begin", func() (err error) { led, err = f.MemStore.Begin(ctx, job, tok, del); return err })
+	err := f.sc.do("begin", func() (err error) { led, err = f.MemStore.Begin(ctx, job, tok, del, attempt); return err })
 	return led, err
 }
 
@@ -366,7 +366,7 @@ func TestWorkerAttemptNumbers(t *testing.T) {
 }
 
 func TestLedgerCountsCrashesOnlyWhereTheBrokerCounts(t *testing.T) {
-	led := Ledger{Seen: 3, Ended: 1}
+	led := Ledger{Seen: 3, Ended: 1, Crashed: 2}
 	tests := []struct {
 		name    string
 		attempt int
@@ -378,6 +378,9 @@ func TestLedgerCountsCrashesOnlyWhereTheBrokerCounts(t *testing.T) {
 		{"no delivery count", 0, led, 0},
 		{"committed", 4, Ledger{Seen: 3, Committed: true}, 0},
 		{"all ended", 4, Ledger{Seen: 3, Ended: 3}, 0},
+		// Another copy's delivery running now: unended, but its attempt ended
+		// elsewhere, so no crash (Ledger.Crashed).
+		{"a copy running", 2, Ledger{Seen: 3, Ended: 2, Spent: 2}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,7 +61,7 @@ type queries struct {
 	insertAudit, pending, markPublished, purge, apply               string
 	snapResults, snapEvents, snapApplied, snapDead, snapCancelled   string
 	snapAudits                                                      string
-	beginDelivery, endDelivery, ledger                              string
+	beginDelivery, endDelivery, ledger, crashed                     string
 }
 
 const ddl = `
@@ -121,6 +121,9 @@ CREATE TABLE IF NOT EXISTS {s}.deliveries (
 	spent    boolean NOT NULL DEFAULT false, -- by the job's own failure
 	PRIMARY KEY (job_id, delivery)
 );
+-- The broker's attempt number of the delivery (0: not counted); added for
+-- schemas made before it.
+ALTER TABLE {s}.deliveries ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS {s}.audits (
 	old_job  text PRIMARY KEY,
 	seq      bigserial NOT NULL UNIQUE,
@@ -173,7 +176,11 @@ func newQueries(schema string) queries {
 		snapDead:      s(`SELECT job_id, tenant, key, reason, attempt, at, reprocessed FROM {s}.dead_letters ORDER BY seq`),
 		snapCancelled: s(`SELECT job_id FROM {s}.cancelled ORDER BY job_id COLLATE "C"`),
 		snapAudits:    s(`SELECT old_job, new_job, operator, at FROM {s}.audits ORDER BY seq`),
-		beginDelivery: s(`INSERT INTO {s}.deliveries (job_id, delivery) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		beginDelivery: s(`INSERT INTO {s}.deliveries (job_id, delivery, attempt) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`),
+		// Ledger.Crashed: the attempts below $3 whose every delivery is unended.
+		crashed: s(`SELECT count(*) FROM (SELECT attempt FROM {s}.deliveries
+			WHERE job_id = $1 AND delivery <> $2 AND attempt >= 1 AND attempt < $3
+			GROUP BY attempt HAVING bool_and(NOT ended)) a`),
 		// The first end counts: a retry after an unknown outcome changes nothing.
 		endDelivery: s(`INSERT INTO {s}.deliveries AS d (job_id, delivery, ended, spent) VALUES ($1, $2, true, $3)
 			ON CONFLICT (job_id, delivery) DO UPDATE SET ended = true, spent = EXCLUDED.spent WHERE NOT d.ended`),
@@ -260,7 +267,7 @@ func (s *Store) Fence(ctx context.Context, jobID string, token uint64) error {
 
 // Begin fences token and records the delivery in one transaction, and returns
 // the job's ledger without the delivery; a stale token records nothing.
-func (s *Store) Begin(ctx context.Context, jobID string, token uint64, delivery string) (pipeline.Ledger, error) {
+func (s *Store) Begin(ctx context.Context, jobID string, token uint64, delivery string, attempt int) (pipeline.Ledger, error) {
 	op := "begin " + jobID
 	var led pipeline.Ledger
 	tx, err := s.db.Pool.Begin(ctx)
@@ -275,10 +282,13 @@ func (s *Store) Begin(ctx context.Context, jobID string, token uint64, delivery 
 	if highest > token && !s.opts.NoFence {
 		return led, stale(jobID, token, highest)
 	}
-	if _, err := tx.Exec(ctx, s.q.beginDelivery, jobID, delivery); err != nil {
+	if _, err := tx.Exec(ctx, s.q.beginDelivery, jobID, delivery, attempt); err != nil {
 		return led, s.dbErr(op, err, false)
 	}
 	if err := s.scanLedger(ctx, tx, jobID, delivery, &led); err != nil {
+		return led, s.dbErr(op, err, false)
+	}
+	if err := tx.QueryRow(ctx, s.q.crashed, jobID, delivery, attempt).Scan(&led.Crashed); err != nil {
 		return led, s.dbErr(op, err, false)
 	}
 	return led, s.dbErr(op, tx.Commit(ctx), true)

@@ -729,25 +729,25 @@ func mirrorScript(ctx context.Context, s pipeline.Store) []string {
 	n, err := s.PurgePublished(ctx, at.Add(time.Second))
 	add("purge ", n, " ", outcome(err))
 	ledger := func(what string, led pipeline.Ledger, err error) { add(what, " ", led, " ", outcome(err)) }
-	led, err := s.Begin(ctx, "jL", 2, "w1/1")
+	led, err := s.Begin(ctx, "jL", 2, "w1/1", 2)
 	ledger("begin", led, err)
-	led, err = s.Begin(ctx, "jL", 2, "w1/1") // a retry counts once
+	led, err = s.Begin(ctx, "jL", 2, "w1/1", 2) // a retry counts once
 	ledger("begin again", led, err)
-	led, err = s.Begin(ctx, "jL", 1, "w2/1") // stale: records nothing (but with NoFence)
+	led, err = s.Begin(ctx, "jL", 1, "w2/1", 1) // stale: records nothing (but with NoFence)
 	ledger("begin stale", led, err)
 	led, err = s.End(ctx, "jL", "w1/1", true)
 	ledger("end spent", led, err)
 	led, err = s.End(ctx, "jL", "w1/1", false) // the first end counts
 	ledger("end again", led, err)
-	led, err = s.Begin(ctx, "jL", 3, "w3/1")
+	led, err = s.Begin(ctx, "jL", 3, "w3/1", 3)
 	ledger("begin", led, err)
 	led, err = s.End(ctx, "jL", "w4/1", false) // an end without a begin
 	ledger("end unbegun", led, err)
-	led, err = s.Begin(ctx, "j1", 9, "w1/9") // committed
+	led, err = s.Begin(ctx, "j1", 9, "w1/9", 9) // committed
 	ledger("begin committed", led, err)
-	led, err = s.Begin(ctx, "j7", 1, "w1/10") // dead-lettered
+	led, err = s.Begin(ctx, "j7", 1, "w1/10", 1) // dead-lettered
 	ledger("begin dead", led, err)
-	led, err = s.Begin(ctx, "jB", 1, "w1/11") // cancelled
+	led, err = s.Begin(ctx, "jB", 1, "w1/11", 1) // cancelled
 	ledger("begin cancelled", led, err)
 	for i, id := range []string{"ev:a", "ev:b", "ev:a", "ev:a"} {
 		first, err := s.ApplyEvent(ctx, id, fmt.Sprint("c/", i%3))
