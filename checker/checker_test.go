@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -278,6 +279,23 @@ func cases() []testCase {
 			final: committed("a", keyA, "acme", "b", keyB, "acme"),
 			opts:  Options{FIFO: true},
 			want:  OrderInversion,
+		},
+		{
+			// a's enqueue (another process) overlaps b's: b was sent before a
+			// was acknowledged, so the broker may have received b first.
+			name: "overlapping enqueues have no order",
+			ops: func() *hist {
+				h := newHist()
+				mb, _ := json.Marshal(grouped(meta("acme", "doc-b", 3)))
+				ma, _ := json.Marshal(grouped(meta("acme", "doc-a", 3)))
+				h.rec(history.Op{Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "b", Key: keyB, Value: string(mb)})
+				h.rec(history.Op{Process: "operator", Type: history.Invoke, F: history.Enqueue, Job: "a", Key: keyA, Value: string(ma)})
+				h.rec(history.Op{Process: "operator", Type: history.OK, F: history.Enqueue, Job: "a", Key: keyA})
+				h.rec(history.Op{Process: "producer", Type: history.OK, F: history.Enqueue, Job: "b", Key: keyB})
+				return h.finish("w2", "b", keyB, 1).finish("w1", "a", keyA, 1)
+			}(),
+			final: committed("a", keyA, "acme", "b", keyB, "acme"),
+			opts:  Options{FIFO: true},
 		},
 		{
 			name:  "order not checked without FIFO",

@@ -629,8 +629,8 @@ func (c *Checker) checkRedacted(d pipeline.DeadLetterRecord) {
 	}
 }
 
-// checkOrder: in a FIFO target no job of a group starts before the previous one
-// of the group (by acceptance) has finished.
+// checkOrder: in a FIFO target no job of a group starts before the one of the
+// group accepted before it was sent has finished.
 func (c *Checker) checkOrder() {
 	names := make([]string, 0, len(c.groups))
 	for g := range c.groups {
@@ -640,8 +640,22 @@ func (c *Checker) checkOrder() {
 	for _, g := range names {
 		js := c.groups[g]
 		for n := 1; n < len(js); n++ {
-			prev, next := js[n-1], js[n]
+			next := js[n]
 			if next.rare().firstLease == nil {
+				continue
+			}
+			// prev: the latest job of the group accepted before next was first
+			// sent. Enqueues that overlap (a lost reply retried while another
+			// process sent) have no order the broker must keep: acknowledged
+			// first is not received first.
+			var prev *job
+			for m := n - 1; m >= 0; m-- {
+				if next.enqInv != nil && js[m].okPos < next.enqInv.pos {
+					prev = js[m]
+					break
+				}
+			}
+			if prev == nil {
 				continue
 			}
 			// Records of different processes are ordered by their clocks: the
@@ -653,7 +667,7 @@ func (c *Checker) checkOrder() {
 			if !c.want(OrderInversion) {
 				continue
 			}
-			why := []string{fmt.Sprintf("in group %s, %s was accepted before %s (%s, then %s)", g, prev.id, next.id, c.desc(c.enqOK(prev)), c.desc(c.enqOK(next)))}
+			why := []string{fmt.Sprintf("in group %s, %s was accepted before %s was sent (%s, then %s)", g, prev.id, next.id, c.desc(c.enqOK(prev)), c.desc(next.enqInv))}
 			switch {
 			case prev.rare().firstLease == nil:
 				why = append(why, fmt.Sprintf("%s was never leased", prev.id))
@@ -664,7 +678,7 @@ func (c *Checker) checkOrder() {
 			}
 			why = append(why, fmt.Sprintf("%s started before that: %s: acceptance order broken", next.id, c.desc(next.rare().firstLease)))
 			c.report(OrderInversion, next, fmt.Sprintf("group %s: %s started before %s, accepted earlier, finished", g, next.id, prev.id),
-				[]*rop{prev.enqInv, c.enqOK(prev), next.rare().firstLease, prev.rare().firstLease, prev.terminal}, nil, why...)
+				[]*rop{prev.enqInv, c.enqOK(prev), next.enqInv, next.rare().firstLease, prev.rare().firstLease, prev.terminal}, nil, why...)
 		}
 	}
 }

@@ -279,7 +279,11 @@ func Operate(ctx context.Context, env *pipeline.Env, store pipeline.Store, q ada
 			}
 			n++
 		}
-		if n == 0 && refused && quiet() {
+		// Quiet: no job will be dead-lettered or cancelled any more, so the
+		// refused paths above were tried if the run gave them a chance (a
+		// workload without a cancelled job never does; waiting for one kept
+		// such runs from draining, found by explore).
+		if n == 0 && quiet() {
 			return
 		}
 	}
