@@ -485,6 +485,8 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 			// deaths that justify a dead-letter at the budget.
 			if j := p.current; deadly && len(j.rareW().deaths) <= int(j.budget()) {
 				j.x.deaths = append(j.x.deaths, c.keep(op, pos, j))
+			} else if op.Value == "pause" {
+				j.rareW().paused = c.keep(op, pos, j)
 			}
 		}
 	}
@@ -625,6 +627,12 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		return
 	case prev.faulted:
 		why = "fault"
+		// The holder was paused and its delivery is still open: to the
+		// pipeline its attempt died (Ledger.Crashed), as under a kill.
+		if x := j.rare(); prev.ended == open && x.paused != nil && len(x.deaths) <= int(j.budget()) {
+			j.x.deaths = append(j.x.deaths, x.paused)
+			j.x.paused = nil
+		}
 	case prev.info || prev.ended == endAckFailed:
 		why = "lost_reply"
 	case prev.ended == endAck && prev.end != nil && c.crashPos > int64(prev.end.pos):

@@ -165,6 +165,39 @@ func cases() []testCase {
 			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
 		},
 		{
+			// A zombie: paused while it held the job, delivered again before its
+			// delivery ended; the pipeline counts it as a death, and so does the
+			// checker (found by explore: a pause at after_lease).
+			name: "dead-lettered after two spent attempts and a paused holder",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, meta("acme", "doc-a", 3))
+				for tok := uint64(1); tok <= 2; tok++ {
+					h.deliver("w1", "a", keyA, tok).pair("w1", history.Fail, history.Extract, "a", keyA, tok, "", "transient").
+						pair("w1", history.OK, history.Nack, "a", keyA, tok, "500ms", "")
+				}
+				return h.deliver("w1", "a", keyA, 3).fault("pause", "w1").
+					deliver("w2", "a", keyA, 4).deadLetter("w2", "a", keyA, 4, pipeline.ReasonMaxAttempts)
+			}(),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
+		},
+		{
+			// The paused holder gave the job back before it was delivered again:
+			// no death, and the dead-letter is not by design.
+			name: "dead-lettered after a pause that ended its delivery",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, meta("acme", "doc-a", 3))
+				for tok := uint64(1); tok <= 2; tok++ {
+					h.deliver("w1", "a", keyA, tok).pair("w1", history.Fail, history.Extract, "a", keyA, tok, "", "transient").
+						pair("w1", history.OK, history.Nack, "a", keyA, tok, "500ms", "")
+				}
+				return h.deliver("w1", "a", keyA, 3).fault("pause", "w1").
+					pair("w1", history.OK, history.Nack, "a", keyA, 3, "500ms", "").
+					deliver("w2", "a", keyA, 4).deadLetter("w2", "a", keyA, 4, pipeline.ReasonMaxAttempts)
+			}(),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
+			want:  HealthyDeadLettered,
+		},
+		{
 			name: "dead-lettered after one death",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).fault("kill", "w1").

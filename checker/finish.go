@@ -423,7 +423,7 @@ func (c *Checker) earned(j *job, f Final) string {
 }
 
 // deaths is how many processes died holding j (kills and crashes outside the
-// poison point).
+// poison point, and pauses that outlasted the delivery: see jobRare.paused).
 func (c *Checker) deaths(j *job) int32 {
 	if j.x == nil {
 		return 0
@@ -460,7 +460,7 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	}
 	why := []string{
 		fmt.Sprintf("%s's enqueue metadata: %s", j.id, strings.Join(notes, ", ")),
-		fmt.Sprintf("it spent %d of its %d attempts on its own failures, and %d of its holders died holding it; the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.budget(), c.deaths(j)),
+		fmt.Sprintf("it spent %d of its %d attempts on its own failures, and %d of its holders died holding it (or were paused until it was delivered again); the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.budget(), c.deaths(j)),
 	}
 	how := fmt.Sprintf("the store holds its dead-letter record (reason %s)", reason)
 	if j.deadOK != nil {

@@ -145,6 +145,10 @@ type jobRare struct {
 	// deaths are the kills and crashes (not at the poison point) of processes
 	// while they held the job, up to one past its budget.
 	deaths []*rop
+	// paused: the pause of a process while it held the job; it becomes a
+	// death when the job is delivered again before that delivery ended (a
+	// zombie whose lease lapsed looks dead to the pipeline, as a kill does).
+	paused *rop
 	enqOK  *rop // the first enqueue ok, when it is not derived from the invoke
 	// For grouped jobs of a FIFO target: the first lease, and the position of
 	// the invoke of the terminal operation.
