@@ -738,7 +738,16 @@ func (c *Checker) extract(op *history.Op, pos uint32, j *job, p *procState) {
 		}
 		if op.Err == pipeline.Permanent.String() {
 			j.permErr = true
-			if j.enqueues < 2 {
+			// A retry is a delivery leased after the first permanent error: a
+			// holder that leased the job before it (a zombie resumed after a
+			// pause, a second copy) ran it without knowing (found by explore).
+			retried := true
+			if first := j.rare().permFail; first != nil {
+				if d := j.open(p.name, c); d != nil && d.lease != nil && d.lease.pos < first.pos {
+					retried = false
+				}
+			}
+			if j.enqueues < 2 && retried {
 				inc16(&j.permFails)
 				switch {
 				case j.permFails == 1:

@@ -216,6 +216,17 @@ func cases() []testCase {
 			want:  PermanentRetried,
 		},
 		{
+			// w1 leased the job before w2's permanent error (a zombie resumed
+			// after a pause): its run is no retry.
+			name: "permanent error hit by a holder that leased before it",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).fault("pause", "w1").
+				deliver("w2", "a", keyA, 2).pair("w2", history.Fail, history.Extract, "a", keyA, 2, "", "permanent").
+				deadLetter("w2", "a", keyA, 2, pipeline.ReasonPermanent).
+				pair("w1", history.Fail, history.Extract, "a", keyA, 1, "", "permanent"),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonPermanent}}}},
+		},
+		{
 			name: "work after deadline",
 			ops: func() *hist {
 				m := meta("acme", "doc-a", 3)
