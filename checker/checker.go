@@ -746,6 +746,13 @@ func (c *Checker) extract(op *history.Op, pos uint32, j *job, p *procState) {
 				if d := j.open(p.name, c); d != nil && d.lease != nil && d.lease.pos < first.pos {
 					retried = false
 				}
+				// The first failure's holder was killed, crashed or paused
+				// before it could dead-letter the job: what it learnt died with
+				// it, and the next holder runs the job afresh. Its failure is
+				// the one a later run must not repeat.
+				if hp, ok := c.procs[c.strs.str(int(first.proc))]; ok && hp.faulted && j.deadOK == nil {
+					j.x.permFail, retried = fail, false
+				}
 			}
 			if j.enqueues < 2 && retried {
 				inc16(&j.permFails)

@@ -227,6 +227,17 @@ func cases() []testCase {
 			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonPermanent}}}},
 		},
 		{
+			// w1 failed for good and was killed before its dead-letter: the
+			// next holder cannot know, and runs the job again.
+			name: "permanent error whose holder died before the dead-letter",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).pair("w1", history.Fail, history.Extract, "a", keyA, 1, "", "permanent").
+				fault("kill", "w1").
+				deliver("w2", "a", keyA, 2).pair("w2", history.Fail, history.Extract, "a", keyA, 2, "", "permanent").
+				deadLetter("w2", "a", keyA, 2, pipeline.ReasonPermanent),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonPermanent}}}},
+		},
+		{
 			name: "work after deadline",
 			ops: func() *hist {
 				m := meta("acme", "doc-a", 3)
