@@ -198,6 +198,25 @@ func cases() []testCase {
 			want:  HealthyDeadLettered,
 		},
 		{
+			// Three copies (lost enqueue replies), each run once at the same
+			// time, each failing its "first" attempt: the job's budget of 3 is
+			// spent, whatever the copies.
+			name: "copies of a job spend one budget",
+			ops: func() *hist {
+				m := meta("acme", "doc-a", 3)
+				m.FailTransient = 2
+				h := newHist().enqueue("a", keyA, m).enqueue("a", keyA, m).enqueue("a", keyA, m)
+				for i, w := range []string{"w1", "w2", "w3"} {
+					h.deliver(w, "a", keyA, 1).pair(w, history.Fail, history.Extract, "a", keyA, 1, "", "transient")
+					if i < 2 {
+						h.pair(w, history.OK, history.Nack, "a", keyA, 1, "500ms", "")
+					}
+				}
+				return h.deadLetter("w3", "a", keyA, 1, pipeline.ReasonMaxAttempts)
+			}(),
+			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonMaxAttempts}}}},
+		},
+		{
 			name: "dead-lettered after one death",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).fault("kill", "w1").

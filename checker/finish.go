@@ -414,9 +414,12 @@ func (c *Checker) earned(j *job, f Final) string {
 		return "refused: idempotency conflict"
 	case reason == pipeline.ReasonInvalidJob && j.invalidKey:
 		return "refused: invalid job"
-	case m.MaxAttempts > 0 && j.spent >= j.budget():
+	// The pipeline's budget is the job's, whatever number of copies the broker
+	// holds (the store's ledger counts every copy's failures): copies of a job
+	// whose enqueue reply was lost, run at once, spend it together.
+	case m.MaxAttempts > 0 && j.spent >= m.MaxAttempts:
 		return "spent its attempts on its own failures"
-	case m.MaxAttempts > 0 && reason == pipeline.ReasonMaxAttempts && j.spent+c.deaths(j) >= j.budget():
+	case m.MaxAttempts > 0 && reason == pipeline.ReasonMaxAttempts && j.spent+c.deaths(j) >= m.MaxAttempts:
 		return "its attempts went to its own failures and to workers that died holding it (a crash cannot be told from poison)"
 	}
 	return ""
@@ -460,7 +463,7 @@ func (c *Checker) healthyDead(j *job, f Final) {
 	}
 	why := []string{
 		fmt.Sprintf("%s's enqueue metadata: %s", j.id, strings.Join(notes, ", ")),
-		fmt.Sprintf("it spent %d of its %d attempts on its own failures, and %d of its holders died holding it (or were paused until it was delivered again); the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.budget(), c.deaths(j)),
+		fmt.Sprintf("it spent %d of its %d attempts on its own failures, and %d of its holders died holding it (or were paused until it was delivered again); the history shows no idempotency conflict, invalid key or permanent error", j.spent, j.meta.MaxAttempts, c.deaths(j)),
 	}
 	how := fmt.Sprintf("the store holds its dead-letter record (reason %s)", reason)
 	if j.deadOK != nil {
