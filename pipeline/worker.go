@@ -268,6 +268,18 @@ func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
 		case d.Attempt > DeliveryCap(d.Job.MaxAttempts):
 			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("delivered %d times", d.Attempt))
 			return
+		case used >= d.Job.MaxAttempts && led.Spent < d.Job.MaxAttempts && d.Attempt <= used+1:
+			// The budget is spent only through inferred crashes, and an unended
+			// delivery may belong to a live holder that infrastructure stalled
+			// (its store replies lost, its lease lapsed meanwhile): found by
+			// explore. Give the job back for a lease before believing the
+			// crash; the deliveries after that (the broker counts them) do.
+			if _, err := w.settle(ctx, h, false); err != nil {
+				w.stopped(ctx, h, err)
+				return
+			}
+			w.nack(ctx, h, w.Lease)
+			return
 		case used >= d.Job.MaxAttempts:
 			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("%d attempts spent", used))
 			return

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -426,5 +427,67 @@ func TestWorkerSpendNeverReleased(t *testing.T) {
 	}
 	if got := r.count(history.Extract, history.Invoke, ""); got > 3 {
 		t.Errorf("executed %d times, budget 3", got)
+	}
+}
+
+// A budget spent only through an inferred crash waits a lease before it is
+// believed: the unended delivery may be a live holder that infrastructure
+// stalled (found by explore: its store replies lost, its lease lapsed).
+func TestWorkerCrashInferenceWaitsALease(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		holderEnds  bool // the stalled holder gives the job back meanwhile
+		wantResults int
+		wantDead    int
+	}{
+		{name: "stalled holder ends its delivery", holderEnds: true, wantResults: 1},
+		{name: "the holder is dead", holderEnds: false, wantDead: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(nil, nil, false)
+			job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
+			// Two attempts spent by other workers, a third begun and not ended;
+			// the broker counted three deliveries.
+			for a := 1; a <= 3; a++ {
+				d, err := r.q.Lease(ctx, testLease)
+				if err != nil {
+					t.Fatal(err)
+				}
+				del := fmt.Sprintf("x/%d", a)
+				if _, err := r.store.Begin(ctx, job.ID, d.Token, del, d.Attempt); err != nil {
+					t.Fatal(err)
+				}
+				if a < 3 {
+					if _, err := r.store.End(ctx, job.ID, del, true); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := r.q.Nack(ctx, d, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if worked, err := r.w.Step(ctx); !worked || err != nil {
+				t.Fatalf("step: %v, %v", worked, err)
+			}
+			if st := r.state(t); len(st.DeadLetters) != 0 || r.count(history.Settle, history.OK, "released") != 1 || r.count(history.Nack, history.OK, testLease.String()) != 1 {
+				t.Fatalf("dead letters %+v, released %d, nacks for a lease %d: want the job given back for a lease", st.DeadLetters,
+					r.count(history.Settle, history.OK, "released"), r.count(history.Nack, history.OK, testLease.String()))
+			}
+			if tt.holderEnds {
+				if _, err := r.store.End(ctx, job.ID, "x/3", false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.now = r.now.Add(testLease)
+			r.run(5)
+			st := r.state(t)
+			if len(st.Results) != tt.wantResults || len(st.DeadLetters) != tt.wantDead {
+				t.Fatalf("results %d, dead letters %+v; want %d and %d", len(st.Results), st.DeadLetters, tt.wantResults, tt.wantDead)
+			}
+			if tt.wantDead == 0 && r.count(history.Extract, history.Invoke, "3") != 1 {
+				t.Errorf("the job's third attempt did not run")
+			}
+		})
 	}
 }
