@@ -286,6 +286,9 @@ func (c *Checker) observe(op *history.Op) {
 	if op.Type == history.Invoke && p.lastJob == j && p.lastInfo != nil {
 		c.checkAmbiguous(op, pos, j, p)
 	}
+	if op.Type == history.Invoke {
+		p.invT = op.T
+	}
 	if op.Type == history.Info {
 		if d := j.open(p.name, c); d != nil {
 			d.info = true
@@ -617,6 +620,12 @@ func (c *Checker) lease(op *history.Op, pos uint32, j *job, p *procState) {
 	p.current = j
 }
 
+// inExtract reports whether proc is running j's work now.
+func (c *Checker) inExtract(proc string, j *job) bool {
+	p, ok := c.procs[proc]
+	return ok && p.hasExtr && p.extract.job == j.idx
+}
+
 // classifyRedelivery explains a delivery of a job that was delivered before.
 func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 	prev := &j.dels[len(j.dels)-1]
@@ -639,6 +648,11 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// The broker was killed after the ack: a broker that writes acks lazily
 		// delivers the job again after its restart. The pipeline must dedupe it.
 		why = "broker_restart"
+	case prev.ended == endAck && prev.ackLate:
+		// Acked after its lease had run out: the broker may have handed the
+		// job out again meanwhile, or ignore the ack (seen on SQS FIFO, a
+		// loaded machine). The fence and the idempotency key must absorb it.
+		why = "lease_expiry"
 	case prev.ended == endAck || prev.ended == endDeadLetter:
 		if j.enqueues > 1 {
 			why = "duplicate_enqueue"
@@ -656,6 +670,13 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 	case prev.ended == open && prev.lapsed(p.leaseInvT):
 		// The holder was renewing its lease, and its own last renewal had
 		// definitely run out when this lease was asked for: late, not preempted.
+		why = "lease_expiry"
+	case prev.ended == open && prev.ranOut(p.leaseInvT) && !c.inExtract(c.strs.str(int(prev.proc)), j):
+		// Its lease had run out while the holder was outside the work (a
+		// store call slow on a loaded machine, seen in the gate): the
+		// pipeline renews only while it works, and its fence makes the late
+		// commit fail. Late, not preempted; a holder working past its lease
+		// without renewing it is (the no-heartbeat sabotage).
 		why = "lease_expiry"
 	case prev.ended == open:
 		why = "lease_expiry"
@@ -1015,6 +1036,9 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 				fmt.Sprintf("%s was accepted with token %d; the broker claims fenced acks: it accepted a stale ack", c.desc(r), op.Token))
 		}
 		c.terminal(j, r, invPos)
+		if d := j.open(p.name, c); d != nil && d.ranOut(p.invT) {
+			d.ackLate = true
+		}
 		c.endWith(j, p, endAck, r)
 	case history.Fail, history.Info:
 		if op.Type == history.Info {

@@ -473,6 +473,29 @@ func cases() []testCase {
 			opts:  relay,
 		},
 		{
+			// Its lease ran out during a slow store commit (a loaded machine):
+			// the pipeline renews only while it works; late, not preempted.
+			name: "a holder past its lease in a slow commit",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Commit, Job: "a", Key: keyA, Token: 1}).
+				wait(11e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			// Working past its lease without renewing it: the no-heartbeat
+			// sabotage.
+			name: "a holder working past its lease without renewing",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(11e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
+		{
 			name: "a heartbeating holder within its renewal",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
@@ -487,6 +510,18 @@ func cases() []testCase {
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
 				rec(history.Op{Process: "w1.2", Type: history.Invoke, F: history.Lease}).
 				finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			// The ack went out after the lease had run out: the broker may
+			// deliver the job again whatever it answered.
+			name: "a duplicate after an ack sent past the lease",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
+				wait(11e9).ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
+				apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),
 			opts:  relay,
 		},

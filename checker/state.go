@@ -37,6 +37,10 @@ type delivery struct {
 	ended   endKind
 	info    bool // an ambiguous call happened in this delivery
 	faulted bool // a fault hit its process while it was open
+	// ackLate: the ack was sent after the lease had run out (by the holder's
+	// own lease answer); a broker may take it and deliver the job again (SQS
+	// with an expired receipt handle).
+	ackLate bool
 	// nackSent: a nack was invoked; its reply may come after a redelivery.
 	nackSent bool
 	// extended: the holder renewed the lease at least once. renewOK and
@@ -64,7 +68,13 @@ func (d *delivery) renewed(op *history.Op) {
 // lapsed reports whether a holder that was renewing its lease had let it run
 // out, by its own latest renewal, before a lease asked for at leaseInvT.
 func (d *delivery) lapsed(leaseInvT int64) bool {
-	return d.extended && d.renewFor > 0 && leaseInvT > d.renewOK+d.renewFor
+	return d.extended && d.ranOut(leaseInvT)
+}
+
+// ranOut reports whether the lease had run out, by the holder's latest lease
+// or renewal answer, before a lease asked for at leaseInvT.
+func (d *delivery) ranOut(leaseInvT int64) bool {
+	return d.renewFor > 0 && leaseInvT > d.renewOK+d.renewFor
 }
 
 type endKind uint8
@@ -219,8 +229,9 @@ type procState struct {
 	hasExtr  bool
 	current  *job
 	faulted  bool
-	// leaseInvT is the time of its latest lease invoke.
-	leaseInvT int64
+	// leaseInvT is the time of its latest lease invoke; invT of its latest
+	// invoke on a job.
+	leaseInvT, invT int64
 	// commitInv is 1 + the position of its latest commit invoke (0: none).
 	commitInv uint32
 }
