@@ -65,6 +65,12 @@ func EvaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, k i
 	return evaluateTrial(ctx, t, c, opts, nil, k)
 }
 
+// EvaluateSabotageTrial is EvaluateTrial with s breaking the pipeline or the
+// broker (a plan's negative control).
+func EvaluateSabotageTrial(ctx context.Context, t Target, c *Contract, s Sabotage, opts Options, k int) (Result, error) {
+	return evaluateTrial(ctx, t, c, opts, &s, k)
+}
+
 func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab *Sabotage, k int) (Result, error) {
 	jobs := opts.Jobs
 	if jobs <= 0 {

@@ -60,8 +60,12 @@ type Plan struct {
 	Operator    bool     `yaml:"operator,omitempty" json:"operator,omitempty"`
 	Canaries    []string `yaml:"canaries,omitempty" json:"canaries,omitempty"`
 	PinProducer string   `yaml:"pin_producer,omitempty" json:"pin_producer,omitempty"`
-	Jobs        []Job    `yaml:"jobs" json:"jobs"`
-	Faults      []Fault  `yaml:"faults,omitempty" json:"faults,omitempty"`
+	// Sabotage names a sabotage of the catalogue (durachk selftest) that
+	// breaks the run's pipeline or broker: a negative control, so that a plan
+	// explore shrank under --sabotage replays as it failed.
+	Sabotage string  `yaml:"sabotage,omitempty" json:"sabotage,omitempty"`
+	Jobs     []Job   `yaml:"jobs" json:"jobs"`
+	Faults   []Fault `yaml:"faults,omitempty" json:"faults,omitempty"`
 }
 
 // Job is one job of the workload, or Count jobs alike.
@@ -213,7 +217,29 @@ func Parse(b []byte, source string) (*Plan, error) {
 	if _, err := p.Scenario(); err != nil {
 		return nil, &Error{Source: source, Err: err}
 	}
+	if p.Sabotage != "" {
+		if _, err := LookupSabotage(p.Sabotage); err != nil {
+			return nil, &Error{Source: source, Err: err}
+		}
+	}
 	return &p, nil
+}
+
+// LookupSabotage finds a sabotage of the catalogue or the seed scenarios by
+// name.
+func LookupSabotage(name string) (*contracts.Sabotage, error) {
+	var names []string
+	for _, c := range append(slices.Clone(contracts.Catalogue), contracts.SeedScenarios...) {
+		for _, s := range c.Sabotages {
+			if s.Name == name {
+				return &s, nil
+			}
+			if !slices.Contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: sabotage %q: want one of %s", ErrInvalid, clip(name), strings.Join(names, ", "))
 }
 
 func oneLine(err error) error {

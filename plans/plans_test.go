@@ -150,6 +150,7 @@ func TestParseErrors(t *testing.T) {
 		{"fail_transient -2", strings.Replace(minimal, "- id: a", "- id: a\n    fail_transient: -2", 1), "fail_transient -2"},
 		{"every without count", strings.Replace(minimal, "- id: a", "- id: a\n    every: 1s", 1), "every: only with count"},
 		{"json unknown field", `{"format": "durachk.plan/v1", "seed": 1, "jobs": [{"id": "a"}], "extra": 1}`, "field extra not found"},
+		{"unknown sabotage", minimal + "sabotage: nope\n", `sabotage "nope": want one of`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

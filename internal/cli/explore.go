@@ -41,18 +41,11 @@ type ExploreOptions struct {
 // lookupSabotage finds a sabotage of the catalogue or the seed scenarios by
 // name.
 func lookupSabotage(name string) (*contracts.Sabotage, error) {
-	var names []string
-	for _, c := range append(slices.Clone(contracts.Catalogue), contracts.SeedScenarios...) {
-		for _, s := range c.Sabotages {
-			if s.Name == name {
-				return &s, nil
-			}
-			if !slices.Contains(names, s.Name) {
-				names = append(names, s.Name)
-			}
-		}
+	s, err := plans.LookupSabotage(name)
+	if err != nil {
+		return nil, fmt.Errorf("--%s", strings.TrimPrefix(err.Error(), plans.ErrInvalid.Error()+": "))
 	}
-	return nil, fmt.Errorf("--sabotage %q: want one of %s", reports.Clip(name), strings.Join(names, ", "))
+	return s, nil
 }
 
 // Explore carries out `durachk explore`: rounds of seeded random workloads
@@ -210,6 +203,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 	var ops []history.Op
 	if f := s.Finding; f != nil {
 		path := filepath.Join(o.Out, "original.yaml")
+		f.Plan.Sabotage = o.Sabotage
 		if err := f.Plan.Write(path); err != nil {
 			return nil, err
 		}
@@ -224,6 +218,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 	out := []reports.Entry{reports.NewEntry(r, ops, ev)}
 	if sh := s.Shrunk; sh != nil {
 		path := filepath.Join(o.Out, "shrunk.yaml")
+		sh.Plan.Sabotage = o.Sabotage
 		if err := sh.Plan.Write(path); err != nil {
 			return nil, err
 		}

@@ -60,6 +60,7 @@ func Plan(o PlanOptions, stdout io.Writer) error {
 type planInfo struct {
 	path string
 	seed uint64
+	sab  *contracts.Sabotage // the plan's sabotage, or nil
 }
 
 // loadPlans reads the --plan files as contracts "plan/<file name without
@@ -80,7 +81,13 @@ func loadPlans(paths []string) ([]*contracts.Contract, map[string]planInfo, erro
 		if err != nil {
 			return nil, nil, ConfigError(err)
 		}
-		infos[id] = planInfo{path: path, seed: p.Seed}
+		pi := planInfo{path: path, seed: p.Seed}
+		if p.Sabotage != "" {
+			if pi.sab, err = plans.LookupSabotage(p.Sabotage); err != nil {
+				return nil, nil, ConfigError(err)
+			}
+		}
+		infos[id] = pi
 		out = append(out, c)
 	}
 	return out, infos, nil

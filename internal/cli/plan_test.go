@@ -12,6 +12,41 @@ import (
 
 // `durachk plan` writes a contract out; `durachk run --plan` runs it as
 // plan/<file name> with the plan's seed and says how to rerun it.
+// A plan that names a sabotage replays it: the dual write of outbox.atomic,
+// written out, raises outbox_orphan from the file; without it the plan passes.
+func TestPlanWithSabotage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dual.yaml")
+	if err := Plan(PlanOptions{Contract: "outbox.atomic", Seed: 3, Output: path}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clean, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sabotage, want string
+	}{{"", "pass"}, {"dual-write", "violation"}} {
+		text := string(clean)
+		if tc.sabotage != "" {
+			text += "sabotage: " + tc.sabotage + "\n"
+		}
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "out-"+tc.want)
+		_, _, _ = runCLI(t, RunOptions{Plans: []string{path}, Seed: 1, Out: out})
+		doc, err := reports.ReadJSON(filepath.Join(out, "result.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := doc.Results[0]
+		if string(r.Verdict) != tc.want || tc.want == "violation" && (len(r.Violations) == 0 || r.Violations[0].Property != "outbox_orphan") {
+			t.Errorf("sabotage %q: %s %+v, want %s (outbox_orphan)", tc.sabotage, r.Verdict, r.Violations, tc.want)
+		}
+	}
+}
+
 func TestPlanWrittenOutAndRun(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "zombie.yaml")

@@ -49,7 +49,12 @@ func (r *recorder) Execute(ctx context.Context, run contracts.Run) (contracts.Ex
 // evaluateTrial runs trial k of c on t and returns it with what it recorded.
 func evaluateTrial(ctx context.Context, t *target, c *contracts.Contract, o RunOptions, k int) (contracts.Result, *recorder, error) {
 	rec := &recorder{Target: t.Target}
-	r, err := contracts.EvaluateTrial(ctx, rec, c, contracts.Options{Seed: seedOf(o, c), Jobs: o.Jobs, Trials: o.Trials}, k)
+	opts := contracts.Options{Seed: seedOf(o, c), Jobs: o.Jobs, Trials: o.Trials}
+	if pi, ok := o.plans[c.ID]; ok && pi.sab != nil {
+		r, err := contracts.EvaluateSabotageTrial(ctx, rec, c, *pi.sab, opts, k)
+		return r, rec, err
+	}
+	r, err := contracts.EvaluateTrial(ctx, rec, c, opts, k)
 	return r, rec, err
 }
 
