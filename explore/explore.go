@@ -356,12 +356,13 @@ func byKind(m map[string]int) string {
 		kind, _, _ := strings.Cut(k, ":")
 		sums[kind] += n
 	}
-	return counts(sums, "none")
+	return Counts(sums, "none")
 }
 
-func violations(m map[string]int) string { return counts(m, "0") }
+func violations(m map[string]int) string { return Counts(m, "0") }
 
-func counts(m map[string]int, none string) string {
+// Counts writes m as "a 1, b 2" in key order, or none when it is empty.
+func Counts(m map[string]int, none string) string {
 	if len(m) == 0 {
 		return none
 	}

@@ -208,27 +208,25 @@ func (s *shrinker) try(cur **plans.Plan, c *plans.Plan) (bool, error) {
 }
 
 func (s *shrinker) dropFaults(cur **plans.Plan) error {
-	p := *cur
-	keep, err := ddmin(len(p.Faults), 0, func(idx []int) (bool, error) {
-		c := p.Clone()
-		c.Faults = pick(p.Faults, idx)
-		return s.fails(c)
-	})
-	c := p.Clone()
-	c.Faults = pick(p.Faults, keep) // failing, also when the budget ran out
-	*cur = c
-	return err
+	return dropSome(s, cur, 0, func(p *plans.Plan) *[]plans.Fault { return &p.Faults })
 }
 
 func (s *shrinker) dropJobs(cur **plans.Plan) error {
+	return dropSome(s, cur, 1, func(p *plans.Plan) *[]plans.Job { return &p.Jobs })
+}
+
+// dropSome delta-debugs the list of the plan that list names down to a
+// smallest failing subset of at least least items.
+func dropSome[T any](s *shrinker, cur **plans.Plan, least int, list func(*plans.Plan) *[]T) error {
 	p := *cur
-	keep, err := ddmin(len(p.Jobs), 1, func(idx []int) (bool, error) {
+	all := *list(p)
+	keep, err := ddmin(len(all), least, func(idx []int) (bool, error) {
 		c := p.Clone()
-		c.Jobs = pick(p.Jobs, idx)
+		*list(c) = pick(all, idx)
 		return s.fails(c)
 	})
 	c := p.Clone()
-	c.Jobs = pick(p.Jobs, keep) // failing, also when the budget ran out
+	*list(c) = pick(all, keep) // failing, also when the budget ran out
 	*cur = c
 	return err
 }

@@ -246,21 +246,7 @@ func planWindows(t *target, p *plans.Plan, ops []history.Op) []reports.FaultWind
 	return reports.MergeWindows(reports.PlanWindows(sc.Plan, anchor(ops, sc, t.scale), t.scale), reports.ObservedWindows(ops))
 }
 
-func counts(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
-}
+func counts(m map[string]int) string { return explore.Counts(m, "none") }
 
 // printExplore writes what the exploration found and where the plans are.
 func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
