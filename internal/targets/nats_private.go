@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -70,19 +69,6 @@ func canStartPrivateNATS() error {
 	return err
 }
 
-type privateNATS struct {
-	PrivateProcess
-	dir string
-	url string
-}
-
-func (p *privateNATS) URL() string                       { return p.url }
-func (p *privateNATS) Restart(ctx context.Context) error { return p.Start(ctx) }
-func (p *privateNATS) Stop() error {
-	err := p.Close()
-	return errors.Join(err, os.RemoveAll(p.dir))
-}
-
 // startPrivateNATS starts a JetStream server of its own on a free loopback
 // port, with its store in dir and the sync_interval of the
 // private-instance.sync_interval knob, as a direct child that the harness kills
@@ -108,7 +94,7 @@ func startPrivateNATS(ctx context.Context, s Spec, dir string) (Instance, Spec, 
 		return nil, s, err
 	}
 	u := &url.URL{Scheme: "nats", User: url.UserPassword(cfg.User, cfg.Password), Host: "127.0.0.1:" + strconv.Itoa(port)}
-	p := &privateNATS{dir: data, url: u.String()}
+	p := &privateServer{dir: data, url: u.String()}
 	p.PrivateProcess = PrivateProcess{
 		Addr: u.Host, RunID: s.RunID, Name: "nats",
 		Command: func() *exec.Cmd {

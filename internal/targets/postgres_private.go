@@ -3,7 +3,6 @@ package targets
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,19 +23,6 @@ func pgBin(name string) (string, error) {
 		return "", fmt.Errorf("private postgres: %s not found (install the postgresql server package)", name)
 	}
 	return matches[len(matches)-1], nil
-}
-
-type privatePostgres struct {
-	PrivateProcess
-	dir string
-	url string
-}
-
-func (p *privatePostgres) URL() string                       { return p.url }
-func (p *privatePostgres) Restart(ctx context.Context) error { return p.Start(ctx) }
-func (p *privatePostgres) Stop() error {
-	err := p.Close()
-	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
 // startPrivatePostgres runs initdb in dir and starts a server on a free loopback
@@ -97,7 +83,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	}
 	url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
 	args := privatePostgresArgs(s, data, port)
-	p := &privatePostgres{dir: data, url: url}
+	p := &privateServer{dir: data, url: url}
 	p.PrivateProcess = PrivateProcess{
 		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres", RunID: s.RunID, Name: "postgres",
 		Command: func() *exec.Cmd {

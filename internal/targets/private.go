@@ -278,3 +278,18 @@ func Secret(n int) string {
 func credAttr(c *syscall.Credential) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: c}
 }
+
+// privateServer is a private broker of one process (Postgres, Redis, NATS)
+// with its data in dir: restarted on the same data, removed with it on Stop.
+type privateServer struct {
+	PrivateProcess
+	dir string
+	url string
+}
+
+func (p *privateServer) URL() string                       { return p.url }
+func (p *privateServer) Restart(ctx context.Context) error { return p.Start(ctx) }
+func (p *privateServer) Stop() error {
+	err := p.Close()
+	return errors.Join(err, os.RemoveAll(p.dir))
+}

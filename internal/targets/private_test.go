@@ -133,9 +133,9 @@ func TestPrivateInstances(t *testing.T) {
 		procs          func(Instance) []*PrivateProcess
 	}{
 		{"postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "postgres",
-			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privatePostgres).PrivateProcess} }},
+			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateServer).PrivateProcess} }},
 		{"redis", "redis://127.0.0.1:6379/0", "redis-server",
-			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateRedis).PrivateProcess} }},
+			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateServer).PrivateProcess} }},
 		{"amqp", "amqp://guest:guest@127.0.0.1:5672/", "beam.smp",
 			func(i Instance) []*PrivateProcess {
 				r := i.(*privateRabbit)

@@ -37,19 +37,6 @@ func privateRedisProfile(s Spec) redisProfile {
 	return p
 }
 
-type privateRedis struct {
-	PrivateProcess
-	dir string
-	url string
-}
-
-func (p *privateRedis) URL() string                       { return p.url }
-func (p *privateRedis) Restart(ctx context.Context) error { return p.Start(ctx) }
-func (p *privateRedis) Stop() error {
-	err := p.Close()
-	return errors.Join(err, os.RemoveAll(p.dir))
-}
-
 // startPrivateRedis starts a redis-server of its own on a free loopback port,
 // with its data (AOF, RDB) in dir and the profile's persistence settings, as a
 // direct child that the harness kills with SIGKILL and restarts on the same
@@ -95,7 +82,7 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 		return nil, s, fmt.Errorf("%w: %s", ErrBadTarget, Redact(s.URL))
 	}
 	u.User, u.Host, u.Path = url.UserPassword("", password), "127.0.0.1:"+strconv.Itoa(port), "/0"
-	p := &privateRedis{dir: data, url: u.String()}
+	p := &privateServer{dir: data, url: u.String()}
 	p.PrivateProcess = PrivateProcess{
 		Addr: u.Host, RunID: s.RunID, Name: "redis",
 		Command: func() *exec.Cmd {
