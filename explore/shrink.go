@@ -252,11 +252,7 @@ func (s *shrinker) simplerJobs(cur **plans.Plan) error {
 	}
 	for i := range (*cur).Jobs {
 		for _, edit := range edits {
-			c := (*cur).Clone()
-			if !edit(&c.Jobs[i]) {
-				continue
-			}
-			if _, err := s.try(cur, c); err != nil {
+			if err := s.repeat(cur, 1, func(c *plans.Plan) bool { return edit(&c.Jobs[i]) }); err != nil {
 				return err
 			}
 		}
@@ -279,18 +275,9 @@ func (s *shrinker) simplerFaults(cur **plans.Plan) error {
 	}
 	for i := range (*cur).Faults {
 		for _, edit := range edits {
-			for range 20 { // halving: at most 20 times
-				c := (*cur).Clone()
-				if !edit(&c.Faults[i]) {
-					break
-				}
-				ok, err := s.try(cur, c)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					break
-				}
+			// halving: at most 20 times
+			if err := s.repeat(cur, 20, func(c *plans.Plan) bool { return edit(&c.Faults[i]) }); err != nil {
+				return err
 			}
 		}
 	}
@@ -312,18 +299,24 @@ func (s *shrinker) simplerPlan(cur **plans.Plan) error {
 		func(p *plans.Plan) bool { ch := len(p.Canaries) > 0; p.Canaries = nil; return ch },
 	}
 	for _, edit := range edits {
-		for range 8 {
-			c := (*cur).Clone()
-			if !edit(c) {
-				break
-			}
-			ok, err := s.try(cur, c)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
+		if err := s.repeat(cur, 8, edit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repeat applies edit to a copy of the plan and keeps the copy while the edit
+// changes something and the copy still fails, at most n times.
+func (s *shrinker) repeat(cur **plans.Plan, n int, edit func(*plans.Plan) bool) error {
+	for range n {
+		c := (*cur).Clone()
+		if !edit(c) {
+			return nil
+		}
+		ok, err := s.try(cur, c)
+		if err != nil || !ok {
+			return err
 		}
 	}
 	return nil
