@@ -56,6 +56,10 @@ type Options struct {
 	Every    time.Duration
 	// Shrink shrinks the finding (unless Shrink.Off).
 	Shrink ShrinkOptions
+	// Found, if set, is called with the summary once the exploration ended
+	// with a finding, before the shrink: a caller writes the finding down, so
+	// that a shrink cut short (a kill, a long budget) loses nothing found.
+	Found func(*Summary)
 }
 
 // Finding is a round that raised a wanted property.
@@ -280,6 +284,9 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		return s, first
 	}
 	if s.Finding != nil && !o.Shrink.Off && ctx.Err() == nil {
+		if o.Found != nil {
+			o.Found(s)
+		}
 		so := o.Shrink
 		if so.Progress == nil {
 			so.Progress = o.Progress

@@ -167,3 +167,24 @@ func TestExploreDeterministic(t *testing.T) {
 		t.Errorf("two explorations with one seed differ:\n%s\n%s", a, b)
 	}
 }
+
+// Found sees the finding before the shrink starts: what a caller writes down
+// then survives a shrink cut short.
+func TestFoundBeforeShrink(t *testing.T) {
+	c, _ := contracts.Lookup("outbox.atomic")
+	s := c.Sabotages[0]
+	var seen *explore.Summary
+	var shrunkThen bool
+	sum, err := explore.Run(context.Background(), contracts.MemTarget{}, explore.Options{Seed: 1, Rounds: 20, Jobs: 100,
+		Want: s.Raises, Sabotage: &s, Parallel: 1, Shrink: explore.ShrinkOptions{Tries: 5},
+		Found: func(x *explore.Summary) { seen, shrunkThen = x, x.Shrunk != nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Finding == nil || sum.Shrunk == nil {
+		t.Fatalf("no finding or no shrink: %+v", sum)
+	}
+	if seen == nil || seen.Finding == nil || shrunkThen {
+		t.Errorf("Found called with %+v (shrunk already: %v), want the finding before its shrink", seen, shrunkThen)
+	}
+}

@@ -120,35 +120,52 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
 	}
+	started := time.Now()
+	// write writes the document of s: partial (stopped says why) while the
+	// finding is being shrunk, then whole.
+	write := func(s *explore.Summary, err error, stopped string) error {
+		doc := reports.NewDocument(o.Seed, o.Command, started)
+		doc.Wall.RunID = runID
+		doc.AddTargetInfo(t.info)
+		if serr := doc.Scrub(t.secrets...); serr != nil {
+			return serr
+		}
+		entries, werr := exploreEntries(t, o, s)
+		if werr != nil {
+			return werr
+		}
+		for i, e := range entries {
+			if serr := e.Scrub(t.secrets...); serr != nil {
+				return serr
+			}
+			doc.Place(i, e)
+		}
+		doc.Planned = len(entries)
+		doc.Complete = err == nil && ctx.Err() == nil && stopped == ""
+		switch {
+		case ctx.Err() != nil:
+			doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
+		case err != nil:
+			doc.Stopped = reports.ScrubString(err.Error(), t.secrets...)
+		case stopped != "":
+			doc.Stopped = stopped
+		}
+		doc.Finish(time.Now())
+		return WriteOutputs(doc, o.Out, reports.Formats)
+	}
+	eo.Found = func(s *explore.Summary) {
+		if werr := write(s, nil, "shrinking the finding"); werr != nil {
+			fmt.Fprintf(stderr, "durachk: explore: writing the finding: %v\n", werr)
+			return
+		}
+		fmt.Fprintf(stderr, "durachk: the finding is in %s and %s; shrinking it\n",
+			filepath.Join(o.Out, "result.json"), filepath.Join(o.Out, "original.yaml"))
+	}
 	s, err := explore.Run(ctx, t.Target, eo)
 	if err != nil && s == nil {
 		return ConfigError(err)
 	}
-	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
-	doc.Wall.RunID = runID
-	doc.AddTargetInfo(t.info)
-	if serr := doc.Scrub(t.secrets...); serr != nil {
-		return ConfigError(serr)
-	}
-	entries, werr := exploreEntries(t, o, s)
-	if werr != nil {
-		return ConfigError(werr)
-	}
-	for i, e := range entries {
-		if serr := e.Scrub(t.secrets...); serr != nil {
-			return ConfigError(serr)
-		}
-		doc.Place(i, e)
-	}
-	doc.Planned = len(entries)
-	doc.Complete = err == nil && ctx.Err() == nil
-	if ctx.Err() != nil {
-		doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
-	} else if err != nil {
-		doc.Stopped = reports.ScrubString(err.Error(), t.secrets...)
-	}
-	doc.Finish(time.Now())
-	if werr := WriteOutputs(doc, o.Out, reports.Formats); werr != nil {
+	if werr := write(s, err, ""); werr != nil {
 		return ConfigError(werr)
 	}
 	printExplore(stdout, o, s)
