@@ -392,56 +392,35 @@ func (n *lnode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn
 	return errno(err)
 }
 
-func (n *lnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// create makes the entry name through mk, under the disk's Create (as the
+// file Create above does).
+func (n *lnode) create(name string, mk func() (*fs.Inode, syscall.Errno)) (*fs.Inode, syscall.Errno) {
 	if n.stale() {
 		return nil, syscall.EIO
 	}
 	var ch *fs.Inode
 	err := n.d.Create(n.child(name), func() error {
 		var code syscall.Errno
-		ch, code = n.LoopbackNode.Mkdir(ctx, name, mode, out)
+		ch, code = mk()
 		return errnoErr(code)
 	})
 	return ch, errno(err)
+}
+
+func (n *lnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.create(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Mkdir(ctx, name, mode, out) })
 }
 
 func (n *lnode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.stale() {
-		return nil, syscall.EIO
-	}
-	var ch *fs.Inode
-	err := n.d.Create(n.child(name), func() error {
-		var code syscall.Errno
-		ch, code = n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
-		return errnoErr(code)
-	})
-	return ch, errno(err)
+	return n.create(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out) })
 }
 
 func (n *lnode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.stale() {
-		return nil, syscall.EIO
-	}
-	var ch *fs.Inode
-	err := n.d.Create(n.child(name), func() error {
-		var code syscall.Errno
-		ch, code = n.LoopbackNode.Symlink(ctx, target, name, out)
-		return errnoErr(code)
-	})
-	return ch, errno(err)
+	return n.create(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Symlink(ctx, target, name, out) })
 }
 
 func (n *lnode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.stale() {
-		return nil, syscall.EIO
-	}
-	var ch *fs.Inode
-	err := n.d.Create(n.child(name), func() error {
-		var code syscall.Errno
-		ch, code = n.LoopbackNode.Link(ctx, target, name, out)
-		return errnoErr(code)
-	})
-	return ch, errno(err)
+	return n.create(name, func() (*fs.Inode, syscall.Errno) { return n.LoopbackNode.Link(ctx, target, name, out) })
 }
 
 func (n *lnode) Unlink(ctx context.Context, name string) syscall.Errno {
