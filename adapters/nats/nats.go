@@ -183,6 +183,8 @@ type Queue struct {
 	opts               Options
 	caps               adapters.Capabilities
 	version            string
+	pulls              *puller
+	pullReq            []byte       // the pull request for this server's version
 	ackWait            atomic.Int64 // the consumer's AckWait as last set or read, ns
 	epoch              atomic.Pointer[epoch]
 	mu                 sync.Mutex // serialises stream and consumer changes
@@ -228,6 +230,10 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	q.nc, q.js, q.runID, q.stream, q.dlq, q.evs = nc, js, runID, s, DLQStreamName(runID), EventsStream(runID)
 	q.subj, q.dlqSubj, q.idx = jobsSubject(runID), dlqSubject(runID), indexSubject(runID)
 	q.next, q.opts, q.version = "$JS.API.CONSUMER.MSG.NEXT."+s+"."+ConsumerName, opts, nc.ConnectedServerVersion()
+	if q.pulls, err = newPuller(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats: %w", err)
+	}
 	if err := q.ensure(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %w", err)
@@ -607,11 +613,11 @@ func (q *Queue) publish(ctx context.Context, id string, body []byte) error {
 	return lostConn(ctx, err)
 }
 
-// pullRequest asks for one message, no_wait, with a short expiry: a server
-// that counts a message as pending that it then cannot deliver (one just past
-// max_deliver) parks a bare no_wait request instead of answering 404. With
+// pullRequest asks for one message, no_wait, with a short expiry: with
 // expires set, no_wait waits up to that long for a message and answers 408
-// after: a Lease may wait pullExpiry for a job that becomes visible.
+// after, so a Lease may wait pullExpiry for a job that becomes visible (from
+// 2.10 on, a consumer learns of a new message asynchronously: a bare no_wait
+// right after the PubAck may answer 404).
 var pullRequest = fmt.Appendf(nil, `{"batch":1,"no_wait":true,"expires":%d}`, pullExpiry.Nanoseconds())
 
 const pullExpiry = 20 * time.Millisecond
@@ -659,38 +665,112 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	return d, nil
 }
 
-// pull sends the pull request with a reply subscription of its own and waits
-// for its one answer. The server delivers a pulled message under the
-// message's own subject on the requester's subscription, so nats.go's shared
-// request inbox cannot route it by subject (it falls back to "the only
-// request waiting", which does not hold with concurrent requests or with one
-// that failed to send): the answer is matched by subscription, as
-// jetstream.Fetch does.
+// pull sends a pull request and waits for its answer: a message, or a
+// status saying there is none. The server delivers a pulled message under the
+// message's own subject on the requester's subscription, so it cannot be
+// matched to its request by subject: every pull of the queue replies to one
+// subscription (puller), a status is matched to its request by its reply
+// subject, and a message goes to whichever pull is waiting. A request the
+// server leaves unanswered past its expiry is sent again: nats-server 2.9
+// drops a pull request, unanswered, that expired as a message nacked with a
+// delay came due (docs/nats.md). A late answer to an abandoned request is not lost: the next
+// pull takes it.
 func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 	ctx, cancel := q.reqCtx(ctx)
 	defer cancel()
-	// A small channel: a sync subscription would allocate nats.go's default
-	// 64K-slot channel per pull, which costs more than the round trip.
-	ch := make(chan *natsgo.Msg, 4)
-	inbox := q.nc.NewInbox()
-	sub, err := q.nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	if err := q.nc.PublishRequest(q.next, inbox, pullRequest); err != nil {
-		return nil, err
-	}
-	var m *natsgo.Msg
+	p := q.pulls
 	select {
-	case m = <-ch:
-	case <-ctx.Done():
-		return nil, lostConn(ctx, ctx.Err())
+	case m := <-p.msgs:
+		return m, nil
+	default:
 	}
-	if m.Header.Get(headerStatus) == "503" {
-		return nil, natsgo.ErrNoResponders
+	resend := time.NewTimer(time.Hour)
+	defer resend.Stop()
+	for {
+		reply, status := p.open()
+		if err := q.nc.PublishRequest(q.next, reply, pullRequest); err != nil {
+			p.close(reply)
+			return nil, err
+		}
+		resend.Reset(pullExpiry + pullGrace)
+		var m *natsgo.Msg
+		select {
+		case m = <-p.msgs:
+		case m = <-status:
+		case <-resend.C:
+		case <-ctx.Done():
+		}
+		p.close(reply)
+		switch {
+		case m != nil && m.Header.Get(headerStatus) == "503":
+			return nil, natsgo.ErrNoResponders
+		case m != nil:
+			return m, nil
+		case ctx.Err() != nil:
+			return nil, lostConn(ctx, ctx.Err())
+		}
 	}
-	return m, nil
+}
+
+// pullGrace is how long past its expiry a pull request's answer may take
+// before the request is sent again.
+const pullGrace = 250 * time.Millisecond
+
+// puller is the queue's one reply subscription for pull requests.
+type puller struct {
+	prefix string // request n replies to prefix.n
+	mu     sync.Mutex
+	n      uint64
+	status map[string]chan *natsgo.Msg // open requests by reply subject
+	msgs   chan *natsgo.Msg            // pulled messages, whichever request they answer
+}
+
+func newPuller(nc *natsgo.Conn) (*puller, error) {
+	p := &puller{prefix: nc.NewInbox(), status: map[string]chan *natsgo.Msg{}, msgs: make(chan *natsgo.Msg, 1024)}
+	if _, err := nc.Subscribe(p.prefix+".*", p.deliver); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// open is a new request's reply subject and the channel its status comes on.
+func (p *puller) open() (string, chan *natsgo.Msg) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	reply := p.prefix + "." + strconv.FormatUint(p.n, 10)
+	ch := make(chan *natsgo.Msg, 1)
+	p.status[reply] = ch
+	return reply, ch
+}
+
+func (p *puller) close(reply string) {
+	p.mu.Lock()
+	delete(p.status, reply)
+	p.mu.Unlock()
+}
+
+// deliver routes an answer: a status to its request, if still open (the
+// status of an abandoned request says nothing now); a message to the pulls.
+// Should 1024 messages go unclaimed, the next is dropped and redelivered
+// after its ack wait.
+func (p *puller) deliver(m *natsgo.Msg) {
+	if m.Header.Get(headerStatus) != "" && len(m.Data) == 0 {
+		p.mu.Lock()
+		ch := p.status[m.Subject]
+		p.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- m:
+			default:
+			}
+		}
+		return
+	}
+	select {
+	case p.msgs <- m:
+	default:
+	}
 }
 
 // recreate re-creates the run's streams and consumer when they are gone (a

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -149,6 +150,7 @@ func TestKnobScripts(t *testing.T) {
 			{Op: "enqueue", Arg: "a", Want: "ok"},
 			{Op: "lease", Dur: long, Want: "a a1 t1"},
 			{Op: "nack", D: 0, Dur: 100 * time.Millisecond, Want: "ok"},
+			{Op: "sleep", Dur: 200 * time.Millisecond}, // see TestNackDelayWhilePolling
 			{Op: "lease", Dur: long, Want: "a a2 t2", Wait: true},
 			{Op: "ack", D: 1, Want: "ok"},
 			{Op: "inspect", Want: "queued=[] inflight=[] dead=[] ok", Wait: true},
@@ -480,4 +482,59 @@ func copyUntil(dst net.Conn, src net.Conn, p *proxy) {
 			return
 		}
 	}
+}
+
+// A worker polls while a job nacked with a delay comes due: every lease
+// answers at once (none waits out the request timeout) and the job comes back
+// with the next delivery count. nats-server 2.9.10 drops, unanswered, a pull
+// request that expired as the nacked job came due, and then delivers the job
+// with delivery count 1 again (about once in 50 rounds with memory storage
+// and a poll every 20 ms); on those servers that count is tolerated and
+// reported, on later ones it fails the test.
+func TestNackDelayWhilePolling(t *testing.T) {
+	q := newQueue(t, Options{Storage: "memory"})
+	ctx := context.Background()
+	var major, minor int
+	_, _ = fmt.Sscanf(q.version, "%d.%d", &major, &minor)
+	countMayRepeat := major == 2 && minor < 10
+	repeats := 0
+	for i := range 100 {
+		job := queuetest.Job(fmt.Sprintf("j%d", i))
+		if err := q.Enqueue(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.Lease(ctx, long)
+		if err != nil || d.Job.ID != job.ID {
+			t.Fatalf("round %d: lease %+v %v", i, d, err)
+		}
+		if err := q.Nack(ctx, d, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			start := time.Now()
+			d, err = q.Lease(ctx, long)
+			if took := time.Since(start); took > time.Second {
+				t.Fatalf("round %d: a lease took %v (%v)", i, took, err)
+			}
+			if !errors.Is(err, adapters.ErrNoJob) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil || d.Job.ID != job.ID {
+			t.Fatalf("round %d: redelivery %+v %v, want %s", i, d, err, job.ID)
+		}
+		switch {
+		case d.Token == 2:
+		case d.Token == 1 && countMayRepeat:
+			repeats++
+		default:
+			t.Fatalf("round %d: redelivery with delivery count %d, want 2 (nats-server %s)", i, d.Token, q.version)
+		}
+		if err := q.Ack(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("nats-server %s: %d of 100 redeliveries repeated delivery count 1", q.version, repeats)
 }
