@@ -124,24 +124,27 @@ type rabbitNode struct {
 func (n *rabbitNode) amqpAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.amqp)) }
 
 type rabbitCluster struct {
-	claim    *blockClaim // the run's loopback block, held until Stop
-	env      ClusterEnv
-	prof     rabbitClusterProfile
-	spec     Spec // for declaring the run's queues
-	server   string
-	epmd     PrivateProcess
-	home     string
-	nodes    []*rabbitNode
-	proxies  proxySet
-	nft      *nftTable
-	url      string
-	queue    string
-	took     time.Duration
-	client   *http.Client
-	mu       sync.Mutex
-	cut      []string // nodes partitioned away, until the heal
-	stopped  bool
-	declared bool
+	claim  *blockClaim // the run's loopback block, held until Stop
+	env    ClusterEnv
+	prof   rabbitClusterProfile
+	spec   Spec // for declaring the run's queues
+	server string
+	// installEnv makes the server script use the installation of only the
+	// applications the nodes need (rabbitInstall).
+	installEnv []string
+	epmd       PrivateProcess
+	home       string
+	nodes      []*rabbitNode
+	proxies    proxySet
+	nft        *nftTable
+	url        string
+	queue      string
+	took       time.Duration
+	client     *http.Client
+	mu         sync.Mutex
+	cut        []string // nodes partitioned away, until the heal
+	stopped    bool
+	declared   bool
 }
 
 func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error) {
@@ -154,6 +157,10 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 	if err != nil {
 		return nil, s, err
 	}
+	server, installEnv, err := rabbitInstall(server, filepath.Join(env.Dir, "rabbitmq-install"), "rabbitmq_management")
+	if err != nil {
+		return nil, s, err
+	}
 	cred, err := Credential("rabbitmq")
 	if err != nil {
 		return nil, s, err
@@ -163,7 +170,7 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		user = "rabbitmq"
 		_ = os.Chmod(env.Dir, 0o711)
 	}
-	c := &rabbitCluster{env: env, prof: rabbitClusterShape(s), spec: s, server: server, nft: newNFTTable(env.RunID),
+	c := &rabbitCluster{env: env, prof: rabbitClusterShape(s), spec: s, server: server, installEnv: installEnv, nft: newNFTTable(env.RunID),
 		queue: rabbit.QueueName(env.RunID), client: &http.Client{Timeout: 2 * time.Second}}
 	ok := false
 	defer func() {
@@ -239,12 +246,19 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		n.proc = PrivateProcess{Addr: n.amqpAddr(), User: user, RunID: env.RunID, Name: "rabbit-" + n.name, Command: c.command(n, epmdPort),
 			Ready: func(ctx context.Context) error { return rabbit.Ready(c.nodeURL(n.amqpAddr())) }}
 	}
-	if err := startAll(c.nodes, func(n *rabbitNode) error {
+	// The seed first, then the others together: a node that joins takes the
+	// peer discovery lock, a global lock the seed needs too for its own boot,
+	// and holds it while it waits for the seed (writeNodeFiles).
+	start := func(n *rabbitNode) error {
 		if err := n.proc.Start(ctx); err != nil {
 			return fmt.Errorf("private rabbitmq %s: %w: %s", n.name, err, n.logTail())
 		}
 		return nil
-	}); err != nil {
+	}
+	if err := start(c.nodes[0]); err != nil {
+		return nil, s, err
+	}
+	if err := startAll(c.nodes[1:], start); err != nil {
 		return nil, s, err
 	}
 	var addrs []string
@@ -345,9 +359,19 @@ func (c *rabbitCluster) writeNodeFiles(n *rabbitNode, peers []string, i int) err
 		"cluster_partition_handling = " + c.prof.handling,
 		"cluster_formation.peer_discovery_backend = classic_config",
 	}
+	// The first node is the seed: it lists only itself, so it boots at once
+	// as a cluster of one, and the others start once it runs. With every node
+	// listed and all started together, the first to take the discovery lock
+	// tries to join peers still waiting for that lock, ten times 500 ms,
+	// before it boots alone: 5 s of every start. The others join whichever
+	// listed node runs, trying every 100 ms for up to 30 s.
+	if i == 0 {
+		peers = peers[:1]
+	}
 	for j, p := range peers {
 		conf = append(conf, fmt.Sprintf("cluster_formation.classic_config.nodes.%d = %s", j+1, p))
 	}
+	conf = append(conf, "cluster_formation.discovery_retry_interval = 100", "cluster_formation.discovery_retry_limit = 300")
 	ipTuple := "{" + strings.ReplaceAll(n.ip, ".", ",") + "}"
 	advanced := fmt.Sprintf("[{kernel, [{inet_dist_use_interface, %s}, {inet_dist_connect_options, [{ip, %s}]}, {net_ticktime, %d}]}].\n", ipTuple, ipTuple, rabbitNetTicktime)
 	files := map[string]string{
@@ -390,6 +414,7 @@ func (c *rabbitCluster) command(n *rabbitNode, epmdPort int) func() *exec.Cmd {
 			"RABBITMQ_ALLOW_INPUT=true",
 			"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false",
 		}
+		cmd.Env = append(cmd.Env, c.installEnv...)
 		return cmd
 	}
 }

@@ -95,6 +95,10 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 			return nil, s, err
 		}
 	}
+	server, installEnv, err := rabbitInstall(server, installDir(dir, "rabbitmq-install"))
+	if err != nil {
+		return nil, s, err
+	}
 	var ports [3]int
 	for i := range ports {
 		if ports[i], err = FreePort(); err != nil {
@@ -155,6 +159,7 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		"RABBITMQ_ALLOW_INPUT=true",
 		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
 	}
+	env = append(env, installEnv...)
 	user := ""
 	if cred != nil {
 		user = "rabbitmq"
