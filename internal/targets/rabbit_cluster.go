@@ -760,7 +760,7 @@ func (c *rabbitCluster) Stop() error {
 	for _, n := range c.nodes {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
-	errs = append(errs, os.RemoveAll(c.home))
+	errs = append(errs, os.RemoveAll(c.home), os.RemoveAll(filepath.Join(c.env.Dir, "rabbitmq-install")))
 	c.claim.release()
 	return errors.Join(errs...)
 }

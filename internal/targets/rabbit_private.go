@@ -57,9 +57,10 @@ func canStartPrivateRabbit() error {
 // process group (beam.smp, erl_child_setup, inet_gethost), as a crash would.
 type privateRabbit struct {
 	PrivateProcess
-	epmd PrivateProcess
-	dir  string
-	url  string
+	epmd    PrivateProcess
+	dir     string
+	install string // rabbitInstall's directory
+	url     string
 }
 
 func (p *privateRabbit) URL() string                       { return p.url }
@@ -67,7 +68,7 @@ func (p *privateRabbit) Restart(ctx context.Context) error { return p.Start(ctx)
 func (p *privateRabbit) Stop() error {
 	err := p.Close()
 	err = errors.Join(err, p.epmd.Close())
-	return errors.Join(err, os.RemoveAll(p.dir))
+	return errors.Join(err, os.RemoveAll(p.dir), os.RemoveAll(p.install))
 }
 
 // rabbitUser is the private node's user; its password is random per node.
@@ -95,7 +96,8 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 			return nil, s, err
 		}
 	}
-	server, installEnv, err := rabbitInstall(server, installDir(dir, "rabbitmq-install"))
+	install := installDir(dir, "rabbitmq-install")
+	server, installEnv, err := rabbitInstall(server, install)
 	if err != nil {
 		return nil, s, err
 	}
@@ -168,7 +170,7 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 	if orig, err := url.Parse(s.URL); err == nil && orig.RawQuery != "" {
 		u += "?" + orig.RawQuery
 	}
-	p := &privateRabbit{dir: base, url: u}
+	p := &privateRabbit{dir: base, install: install, url: u}
 	p.epmd = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(epmdPort), User: user, RunID: s.RunID, Name: "epmd",
 		Command: func() *exec.Cmd {
 			c := exec.Command(epmd, "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1")
