@@ -623,17 +623,27 @@ func (c *rabbitCluster) Settle(ctx context.Context) error {
 		if len(live) == 0 {
 			return errors.New("no node is up")
 		}
+		// Every node's view at once: after a heal a node's API may answer only
+		// when its client times out (2 s), and asking in turn would add those up.
+		views := make([][]rabbitAPINode, len(live))
+		errs := make([]error, len(live))
+		var wg sync.WaitGroup
+		for i, n := range live {
+			wg.Go(func() { errs[i] = c.api(ctx, n, "/api/nodes", &views[i]) })
+		}
+		wg.Wait()
 		var problems []string
-		for _, n := range live {
-			var ns []rabbitAPINode
-			if err := c.api(ctx, n, "/api/nodes", &ns); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", n.name, err))
+		recorded := false // a node records a partition: with ignore, it stays
+		for i, n := range live {
+			if errs[i] != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", n.name, errs[i]))
 				continue
 			}
-			for _, x := range ns {
+			for _, x := range views[i] {
 				m := c.byErlName(x.Name)
 				if len(x.Partitions) > 0 {
 					problems = append(problems, fmt.Sprintf("%s records a partition with %v", m, x.Partitions))
+					recorded = true
 				}
 				if mn, _ := c.node(m); mn != nil && !c.isDown(mn) && !x.Running {
 					problems = append(problems, fmt.Sprintf("%s says %s is not running", n.name, m))
@@ -646,7 +656,9 @@ func (c *rabbitCluster) Settle(ctx context.Context) error {
 				if splitSince.IsZero() {
 					splitSince = time.Now()
 				}
-				if time.Since(splitSince) > 3*time.Second {
+				// A recorded partition never clears by itself; other problems
+				// right after a heal may.
+				if grace := 3 * time.Second; time.Since(splitSince) > grace || recorded && time.Since(splitSince) > grace/3 {
 					return c.restartMinority(ctx)
 				}
 			}
