@@ -219,7 +219,7 @@ func Parse(b []byte, source string) (*Plan, error) {
 	}
 	if p.Sabotage != "" {
 		if _, err := LookupSabotage(p.Sabotage); err != nil {
-			return nil, &Error{Source: source, Err: err}
+			return nil, &Error{Source: source, Err: fmt.Errorf("%w: %w", ErrInvalid, err)}
 		}
 	}
 	return &p, nil
@@ -239,7 +239,7 @@ func LookupSabotage(name string) (*contracts.Sabotage, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: sabotage %q: want one of %s", ErrInvalid, clip(name), strings.Join(names, ", "))
+	return nil, fmt.Errorf("sabotage %q: want one of %s", clip(name), strings.Join(names, ", "))
 }
 
 func oneLine(err error) error {

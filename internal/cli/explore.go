@@ -43,7 +43,7 @@ type ExploreOptions struct {
 func lookupSabotage(name string) (*contracts.Sabotage, error) {
 	s, err := plans.LookupSabotage(name)
 	if err != nil {
-		return nil, fmt.Errorf("--%s", strings.TrimPrefix(err.Error(), plans.ErrInvalid.Error()+": "))
+		return nil, fmt.Errorf("--%w", err)
 	}
 	return s, nil
 }

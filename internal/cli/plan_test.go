@@ -10,8 +10,6 @@ import (
 	"github.com/durachk/durachk/reports"
 )
 
-// `durachk plan` writes a contract out; `durachk run --plan` runs it as
-// plan/<file name> with the plan's seed and says how to rerun it.
 // A plan that names a sabotage replays it: the dual write of outbox.atomic,
 // written out, raises outbox_orphan from the file; without it the plan passes.
 func TestPlanWithSabotage(t *testing.T) {
@@ -47,6 +45,8 @@ func TestPlanWithSabotage(t *testing.T) {
 	}
 }
 
+// `durachk plan` writes a contract out; `durachk run --plan` runs it as
+// plan/<file name> with the plan's seed and says how to rerun it.
 func TestPlanWrittenOutAndRun(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "zombie.yaml")

@@ -129,8 +129,9 @@ type rabbitCluster struct {
 	prof   rabbitClusterProfile
 	spec   Spec // for declaring the run's queues
 	server string
-	// installEnv makes the server script use the installation of only the
-	// applications the nodes need (rabbitInstall).
+	// install holds only the applications the nodes need (rabbitInstall);
+	// installEnv makes the server script use it.
+	install    string
 	installEnv []string
 	epmd       PrivateProcess
 	home       string
@@ -157,7 +158,8 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 	if err != nil {
 		return nil, s, err
 	}
-	server, installEnv, err := rabbitInstall(server, filepath.Join(env.Dir, "rabbitmq-install"), "rabbitmq_management")
+	install := filepath.Join(env.Dir, "rabbitmq-install")
+	server, installEnv, err := rabbitInstall(server, install, "rabbitmq_management")
 	if err != nil {
 		return nil, s, err
 	}
@@ -170,7 +172,7 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		user = "rabbitmq"
 		_ = os.Chmod(env.Dir, 0o711)
 	}
-	c := &rabbitCluster{env: env, prof: rabbitClusterShape(s), spec: s, server: server, installEnv: installEnv, nft: newNFTTable(env.RunID),
+	c := &rabbitCluster{env: env, prof: rabbitClusterShape(s), spec: s, server: server, install: install, installEnv: installEnv, nft: newNFTTable(env.RunID),
 		queue: rabbit.QueueName(env.RunID), client: &http.Client{Timeout: 2 * time.Second}}
 	ok := false
 	defer func() {
@@ -772,7 +774,7 @@ func (c *rabbitCluster) Stop() error {
 	for _, n := range c.nodes {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
-	errs = append(errs, os.RemoveAll(c.home), os.RemoveAll(filepath.Join(c.env.Dir, "rabbitmq-install")))
+	errs = append(errs, os.RemoveAll(c.home), os.RemoveAll(c.install))
 	c.claim.release()
 	return errors.Join(errs...)
 }
