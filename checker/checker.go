@@ -1211,11 +1211,23 @@ func (c *Checker) Finish(f Final) Result {
 	return res
 }
 
-// merge combines answers: false > unknown > true; not_checked counts as true.
+// merge combines the answers of every property (mergeAnswers).
 func merge(as map[Property]Answer) Validity {
+	vs := make([]Validity, 0, len(as))
+	for _, s := range Properties {
+		if a, ok := as[s.Name]; ok {
+			vs = append(vs, a.Valid)
+		}
+	}
+	return mergeAnswers(vs...)
+}
+
+// mergeAnswers combines answers: false > unknown > true, whatever their
+// order; not_checked counts as true.
+func mergeAnswers(vs ...Validity) Validity {
 	v := Valid
-	for _, a := range as {
-		switch a.Valid {
+	for _, a := range vs {
+		switch a {
 		case Invalid:
 			return Invalid
 		case Unknown:

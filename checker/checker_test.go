@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/durachk/durachk/adapters"
@@ -19,13 +20,20 @@ type testCase struct {
 	ops         *hist
 	final       Final
 	opts        Options
-	want        Property // "" for a clean history
+	want        Property   // "" for a clean history
+	also        []Property // the other properties the history raises: no more, no fewer
+	because     string     // a line some violation of want must say
 	wantUnknown bool
 }
 
 // cases are hand-written histories, one or more per property, and clean ones
-// beside them: each property's own unit test.
+// beside them: each property's own unit test. branchCases (branches_test.go)
+// add one per branch a property's Detection text names.
 func cases() []testCase {
+	return append(baseCases(), branchCases()...)
+}
+
+func baseCases() []testCase {
 	return []testCase{
 		{
 			name: "clean",
@@ -68,6 +76,7 @@ func cases() []testCase {
 				return f
 			}(),
 			want: MultipleTerminal,
+			also:  []Property{HealthyDeadLettered},
 		},
 		{
 			name: "multiple terminal: committed and cancelled",
@@ -308,6 +317,7 @@ func cases() []testCase {
 				deliver("w2", "b", "doc-a:v1", 1).extract("w2", "b", "doc-a:v1", 1).commit("w2", "b", "doc-a:v1", 1, "deduped").ack("w2", "b", "doc-a:v1", 1),
 			final: committed("a", "doc-a:v1", "acme"),
 			want:  TenantsShareKey,
+			also:  []Property{KeyWithoutTenant},
 		},
 		{
 			name: "silent reuse of another payload's result",
@@ -338,6 +348,7 @@ func cases() []testCase {
 			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: "acme:CANARY-1:v1", Reason: pipeline.ReasonPermanent}}}},
 			opts:  Options{Canaries: []string{"CANARY-1"}},
 			want:  DLQLeak,
+			also:  []Property{HealthyDeadLettered},
 		},
 		{
 			name: "dead-lettered with a reason code is clean",
@@ -551,6 +562,7 @@ func cases() []testCase {
 				pair("operator", history.OK, history.Reprocess, "a", "", 0, "a", ""),
 			final: Final{Drained: true, Store: pipeline.State{DeadLetters: []pipeline.DeadLetterRecord{{JobID: "a", Key: keyA, Reason: pipeline.ReasonPermanent, Reprocessed: true}}}},
 			want:  Resurrected,
+			also:  []Property{HealthyDeadLettered, ReprocessUnaudited},
 		},
 		// New in the checker package.
 		{
@@ -704,6 +716,7 @@ func cases() []testCase {
 				pair("w1", history.Info, history.Commit, "a", keyA, 1, "", "ambiguous").deadLetter("w1", "a", keyA, 1, pipeline.ReasonPermanent),
 			final: deadFinal("a", keyA, pipeline.ReasonPermanent),
 			want:  AmbiguousResolved,
+			also:  []Property{HealthyDeadLettered},
 		},
 		{
 			name: "a commit timeout taken as failure, the worker's bookkeeping in between",
@@ -745,6 +758,7 @@ func cases() []testCase {
 			}(),
 			final: Final{Drained: true, Store: pipeline.State{Cancelled: []string{"a"}, Audits: []pipeline.Audit{{OldJob: "a", NewJob: "a.v2", Operator: "op-alice"}}}},
 			want:  CancelledReprocessed,
+			also:  []Property{ReprocessUnaudited},
 		},
 		{
 			name:  "reprocessed without an audit entry",
@@ -794,6 +808,24 @@ func TestCheckProperties(t *testing.T) {
 			}
 			if tt.want != "" && !slices.Contains(got, tt.want) {
 				t.Fatalf("want %s, got %v", tt.want, got)
+			}
+			// Exactly the properties named: a checker that raises more on a
+			// history is as wrong as one that raises fewer.
+			want := append([]Property{tt.want}, tt.also...)
+			for _, p := range got {
+				if !slices.Contains(want, p) {
+					t.Errorf("raised %s too (want %v): %s", p, want, vs[slices.IndexFunc(vs, func(v Violation) bool { return v.Property == p })].Message)
+				}
+			}
+			for _, p := range tt.also {
+				if !slices.Contains(got, p) {
+					t.Errorf("want %s too, got %v", p, got)
+				}
+			}
+			if tt.because != "" && !slices.ContainsFunc(vs, func(v Violation) bool {
+				return v.Property == tt.want && slices.ContainsFunc(v.Because, func(l string) bool { return strings.Contains(l, tt.because) })
+			}) {
+				t.Errorf("no %s violation says %q", tt.want, tt.because)
 			}
 			for _, v := range vs {
 				if len(v.Witness) == 0 && len(v.Facts) == 0 {

@@ -283,9 +283,11 @@ func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func(
 	}
 }
 
-// Caught reports whether a sabotaged run r was caught: a violation of every
-// property s declares, each with a witness. Otherwise it says what is missing,
-// naming each property that did not fire.
+// Caught reports whether a sabotaged run r was caught: its verdict is a
+// violation, and every property s declares fired with a witness. A run whose
+// verdict is unknown (a cluster that did not settle, a broker gone) is not
+// caught, whatever its violations: the verdict is what a user gates on.
+// Otherwise it says what is missing, naming each property that did not fire.
 func Caught(r Result, s Sabotage) (bool, string) {
 	if len(s.Raises) == 0 {
 		return false, "the sabotage declares no property it must raise"
@@ -303,7 +305,7 @@ func Caught(r Result, s Sabotage) (bool, string) {
 			missing = append(missing, string(p))
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 && r.Verdict == Violated {
 		return true, ""
 	}
 	var got []string
@@ -315,6 +317,9 @@ func Caught(r Result, s Sabotage) (bool, string) {
 	raised := "nothing"
 	if len(got) > 0 {
 		raised = strings.Join(got, ", ")
+	}
+	if len(missing) == 0 {
+		return false, fmt.Sprintf("raised %s, but the verdict is %s, not violation (%s)", raised, r.Verdict, r.Reason)
 	}
 	return false, fmt.Sprintf("must raise %s; raised %s (verdict %s)", strings.Join(missing, ", "), raised, r.Verdict)
 }

@@ -7,48 +7,81 @@ import (
 	"strings"
 )
 
-// SabotageResult is one sabotage of a self-test: caught when the checker
-// reported every property the sabotage declares, each with a witness.
+// SabotageResult is one sabotage of a self-test, on every seed it ran: caught
+// when each seed's run was (see Caught: a violation verdict, raised by every
+// property the sabotage declares, each with a witness).
 type SabotageResult struct {
 	Contract string
 	Sabotage Sabotage
-	Result   Result
-	Caught   bool
-	// Why it was not caught: the properties that did not fire.
+	// Result is the run of the first seed not caught, else of the last seed.
+	Result Result
+	// Caught: every seed's run was caught.
+	Caught bool
+	// Why the first seed not caught was not: the properties that did not
+	// fire, or the verdict that was not a violation.
 	Why string
+	// Seeds holds one entry per seed asked for (none when skipped).
+	Seeds []SeedResult
+}
+
+// SeedResult is one seed of a sabotage's self-test.
+type SeedResult struct {
+	Seed uint64 // the seed asked for
+	// Ran are the seeds run for it, in order, when a run did not decide and
+	// another seed was tried; the last is the one counted.
+	Ran     []uint64
+	Verdict Verdict
+	Caught  bool
+	Why     string
 }
 
 // Skipped reports whether the target could not run the sabotage.
 func (r SabotageResult) Skipped() bool { return r.Result.Verdict == Skipped }
 
-// selfTestTries bounds the seeds a sabotaged run is tried with while it does
-// not exercise its claim (a real target's timing did not bring the fault to
-// bear): such a run says nothing about the checker.
+// CaughtOn counts the seeds whose run was caught.
+func (r SabotageResult) CaughtOn() int {
+	n := 0
+	for _, s := range r.Seeds {
+		if s.Caught {
+			n++
+		}
+	}
+	return n
+}
+
+// selfTestTries bounds the runs for one seed of a sabotage while they end
+// unknown (a real target's timing did not bring the fault to bear, a cluster
+// did not settle): such a run says nothing about the checker.
 const selfTestTries = 3
 
-// SelfTest runs every sabotage of cs against t and says of each whether it
-// was caught by its own properties. A run that did not exercise its claim is
-// tried again with the next seed, up to three seeds. An error means a run
-// could not be carried out (infrastructure), not a verdict.
+// SelfTest runs every sabotage of cs against t on max(opts.Trials, 1) seeds,
+// successive from opts.Seed, and says of each whether every seed's run was
+// caught by the sabotage's own properties. A run that ends unknown is tried
+// again with another seed, up to three times; the seeds tried for one seed
+// never meet those of another (they step by the number of seeds). An error
+// means a run could not be carried out (infrastructure), not a verdict.
 func SelfTest(ctx context.Context, t Target, cs []*Contract, opts Options) ([]SabotageResult, error) {
+	n := max(opts.Trials, 1)
 	var out []SabotageResult
 	for _, c := range cs {
 		for _, s := range c.Sabotages {
-			o := opts
-			var sr SabotageResult
-			for try := 0; try < selfTestTries; try++ {
-				r, err := EvaluateSabotage(ctx, t, c, s, o)
+			sr := SabotageResult{Contract: c.ID, Sabotage: s, Caught: true}
+			for k := range n {
+				r, sd, err := selfTestSeed(ctx, t, c, s, opts, n, k)
 				if err != nil {
 					return out, err
 				}
-				sr = SabotageResult{Contract: c.ID, Sabotage: s, Result: r}
-				if r.Verdict != Skipped {
-					sr.Caught, sr.Why = Caught(r, s)
-				}
-				if sr.Caught || r.Verdict != Unknown {
+				if r.Verdict == Skipped {
+					sr = SabotageResult{Contract: c.ID, Sabotage: s, Result: r}
 					break
 				}
-				o.Seed++
+				sr.Seeds = append(sr.Seeds, sd)
+				if sr.Caught {
+					sr.Result = r
+				}
+				if !sd.Caught && sr.Caught {
+					sr.Caught, sr.Why = false, sd.Why
+				}
 			}
 			out = append(out, sr)
 		}
@@ -56,8 +89,45 @@ func SelfTest(ctx context.Context, t Target, cs []*Contract, opts Options) ([]Sa
 	return out, nil
 }
 
-// MissedError names every sabotage a self-test did not catch and the
-// properties that should have caught it.
+// selfTestSeed runs seed k of n of sabotage s: opts.Seed+k, and while its run
+// ends unknown and not caught, that seed plus n times the runs it has tried.
+func selfTestSeed(ctx context.Context, t Target, c *Contract, s Sabotage, opts Options, n, k int) (Result, SeedResult, error) {
+	o := opts
+	o.Trials = n
+	tries := o.Tries
+	if tries <= 0 {
+		tries = DefaultTries
+	}
+	sd := SeedResult{Seed: opts.Seed + uint64(k)}
+	var r Result
+	for try := 0; try < selfTestTries; try++ {
+		var err error
+		// Seed o.Seed+k; a run that did not exercise the claim tries the seed
+		// n further, up to tries runs (EvaluateTrial).
+		r, err = EvaluateSabotageTrial(ctx, t, c, s, o, k)
+		if err != nil || r.Verdict == Skipped {
+			return r, sd, err
+		}
+		if len(r.Trials) == 1 && len(r.Trials[0].SeedsTried) > 0 {
+			sd.Ran = append(sd.Ran, r.Trials[0].SeedsTried...)
+		} else {
+			sd.Ran = append(sd.Ran, r.Seed)
+		}
+		sd.Verdict = r.Verdict
+		sd.Caught, sd.Why = Caught(r, s)
+		if sd.Caught || r.Verdict != Unknown {
+			break
+		}
+		o.Seed += uint64(n * tries)
+	}
+	if len(sd.Ran) == 1 {
+		sd.Ran = nil
+	}
+	return r, sd, nil
+}
+
+// MissedError names every sabotage a self-test did not catch, the seeds it
+// was not caught on and the properties that should have caught it.
 type MissedError struct {
 	Missed []SabotageResult
 }
@@ -65,7 +135,20 @@ type MissedError struct {
 func (e *MissedError) Error() string {
 	parts := make([]string, len(e.Missed))
 	for i, m := range e.Missed {
-		parts[i] = fmt.Sprintf("%s/%s on %s (%s)", m.Contract, m.Sabotage.Name, m.Result.Target, m.Why)
+		var seeds []string
+		for _, sd := range m.Seeds {
+			if !sd.Caught {
+				seeds = append(seeds, fmt.Sprint(sd.Seed))
+			}
+		}
+		on := ""
+		switch {
+		case len(m.Seeds) > 1:
+			on = fmt.Sprintf(", not caught on %d of %d seeds (seed %s)", len(seeds), len(m.Seeds), strings.Join(seeds, ", "))
+		case len(m.Seeds) == 1:
+			on = ", seed " + seeds[0]
+		}
+		parts[i] = fmt.Sprintf("%s/%s on %s%s (%s)", m.Contract, m.Sabotage.Name, m.Result.Target, on, m.Why)
 	}
 	return "sabotages not caught: " + strings.Join(parts, "; ")
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,13 +109,62 @@ func TestSabotageWitnessesProveThemselves(t *testing.T) {
 	}
 }
 
-// Mutation test: with any one property disabled, selftest fails naming it.
-// Not parallel: the switch is global.
+// replayTarget makes each run of the embedded target once and replays its
+// execution after: the embedded target is deterministic per seed
+// (TestDeterminism), so a run made again would record the same history and
+// final state. The checker, the engine's judge and selftest's Caught still
+// run afresh on every replay. Safe for concurrent use.
+type replayTarget struct {
+	MemTarget
+	mu   sync.Mutex
+	runs map[string]Execution
+	made int
+}
+
+func (r *replayTarget) Execute(ctx context.Context, run Run) (Execution, error) {
+	sab := ""
+	if run.Sabotage != nil {
+		sab = run.Sabotage.Name
+	}
+	key := fmt.Sprintf("%s/%s/%d/%d", run.Contract, sab, run.Seed, len(run.Scenario.Jobs))
+	r.mu.Lock()
+	ex, ok := r.runs[key]
+	r.mu.Unlock()
+	if !ok {
+		var err error
+		if ex, err = r.MemTarget.Execute(ctx, run); err != nil {
+			return ex, err
+		}
+		r.mu.Lock()
+		if r.runs == nil {
+			r.runs = map[string]Execution{}
+		}
+		r.runs[key] = ex
+		r.made++
+		r.mu.Unlock()
+	}
+	ex.Ops = slices.Clone(ex.Ops)
+	return ex, nil
+}
+
+// Mutation test: with any one property disabled, selftest fails naming it;
+// with none disabled, it passes. Not parallel: the switch is global. Each
+// sabotaged run is made once and replayed to every mutant (replayTarget): what
+// each mutant is judged by is the whole selftest after the run — checker,
+// judge, Caught, the retries of runs that end unknown.
 func TestMutationEveryPropertyIsLoadBearing(t *testing.T) {
 	cs, _ := SelfTestContracts(nil)
+	tg := &replayTarget{}
+	rs, err := SelfTest(context.Background(), tg, cs, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Missed(rs); err != nil {
+		t.Fatalf("with no property disabled, selftest fails: %v", err)
+	}
 	for _, spec := range checker.Properties {
 		restore := checker.DisableForTest(spec.Name)
-		rs, err := SelfTest(context.Background(), MemTarget{}, cs, Options{Seed: 1})
+		rs, err := SelfTest(context.Background(), tg, cs, Options{Seed: 1})
 		restore()
 		if err != nil {
 			t.Fatal(err)
@@ -127,12 +178,14 @@ func TestMutationEveryPropertyIsLoadBearing(t *testing.T) {
 			t.Errorf("with %s disabled, selftest fails without naming it: %v", spec.Name, err)
 		}
 	}
+	t.Logf("%d sabotaged runs made, replayed to %d mutants", tg.made, len(checker.Properties))
 }
 
 // The boundary sabotages are load-bearing too: a checker that allows one
 // attempt beyond the budget, or a 5 s slack past a deadline, fails selftest.
 func TestMutationBoundaries(t *testing.T) {
 	cs, _ := SelfTestContracts([]string{"retry.bounded", "cancel.terminal"})
+	tg := &replayTarget{}
 	for _, tt := range []struct {
 		name string
 		weak checker.Weakening
@@ -142,7 +195,7 @@ func TestMutationBoundaries(t *testing.T) {
 		{"5 s past the deadline", checker.Weakening{DeadlineSlack: int64(5 * time.Second)}, PropAfterDeadline},
 	} {
 		restore := checker.WeakenForTest(tt.weak)
-		rs, err := SelfTest(context.Background(), MemTarget{}, cs, Options{Seed: 1})
+		rs, err := SelfTest(context.Background(), tg, cs, Options{Seed: 1})
 		restore()
 		if err != nil {
 			t.Fatal(err)
