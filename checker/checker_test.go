@@ -76,7 +76,7 @@ func baseCases() []testCase {
 				return f
 			}(),
 			want: MultipleTerminal,
-			also:  []Property{HealthyDeadLettered},
+			also: []Property{HealthyDeadLettered},
 		},
 		{
 			name: "multiple terminal: committed and cancelled",
