@@ -163,6 +163,8 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "absurd --jobs", args: []string{"run", "--jobs", "99999999"}, want: "--jobs 99999999"},
 		{name: "negative selftest --jobs", args: []string{"selftest", "--jobs", "-1"}, want: "--jobs -1"},
 		{name: "empty selftest --contract", args: []string{"selftest", "--contract", ""}, want: "--contract: empty value"},
+		{name: "negative selftest --seeds", args: []string{"selftest", "--seeds", "-1"}, want: "--seeds -1: want 1 to 1000"},
+		{name: "absurd selftest --seeds", args: []string{"selftest", "--seeds", "1001"}, want: "--seeds 1001: want 1 to 1000"},
 		{name: "empty cleanup --target", args: []string{"cleanup", "--target", ""}, want: "--target: empty value"},
 		{name: "empty report --output", args: []string{"report", "-o", "", "honest/result.json"}, want: "--output: empty value"},
 		{name: "garbage --seed", args: []string{"run", "--seed", "-1"}, want: `invalid argument "-1" for "--seed"`},

@@ -124,7 +124,8 @@ func run(args []string) error {
 	targetFlags(selftestCmd, &so)
 	sf := selftestCmd.Flags()
 	sf.StringArrayVar(&so.Contracts, "contract", nil, "contract id; repeatable (default: all)")
-	sf.Uint64Var(&so.Seed, "seed", 1, "seed")
+	sf.Uint64Var(&so.Seed, "seed", 1, "seed (the first, with --seeds)")
+	sf.IntVar(&so.Seeds, "seeds", 1, "seeds each sabotage runs on, successive from --seed: every one must catch it")
 	sf.IntVar(&so.Jobs, "jobs", 0, "jobs per contract (default 24)")
 
 	var lo cli.RunOptions

@@ -20,6 +20,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown knob", []string{"run", "--target", "postgres://127.0.0.1:5432/test?no_such_knob=1", "--out", t.TempDir()}, cli.ExitConfig},
 		{"embedded catalogue passes", []string{"run", "--out", t.TempDir(), "--format", "json"}, cli.ExitPass},
 		{"selftest catches every sabotage", []string{"selftest"}, cli.ExitPass},
+		{"selftest catches every sabotage on every seed", []string{"selftest", "--seeds", "3", "--seed", "7"}, cli.ExitPass},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

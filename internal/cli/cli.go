@@ -63,6 +63,7 @@ type RunOptions struct {
 	SeedSet   bool // --seed was given: it wins over the file's seed
 	Jobs      int
 	Trials    int // runs of each contract, with successive seeds (0: one)
+	Seeds     int // selftest: seeds each sabotage runs on, successive from Seed; each must catch it (0: one)
 	Parallel  int // contracts evaluated at a time (0: DefaultParallel)
 	Out       string
 	Baseline  string
@@ -294,17 +295,30 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 	return tw.Flush()
 }
 
+// maxSeeds bounds selftest --seeds.
+const maxSeeds = 1000
+
 // Selftest runs every sabotage of the selected contracts (and of the seed
-// scenarios that carry one) and shows that the checker flags each with the
-// properties it declares, each with a witness. It fails (exit 1) naming every
-// sabotage that was not caught and the properties that stayed silent.
+// scenarios that carry one) on o.Seeds seeds (0: one), successive from
+// o.Seed, and shows that the checker flags each run with the properties the
+// sabotage declares, each with a witness, in a violation verdict. It prints
+// per sabotage how many seeds caught it, and fails (exit 1) naming every
+// sabotage a seed did not catch, that seed and the properties that stayed
+// silent or the verdict that was not a violation.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 	if err := checkJobs(o.Jobs); err != nil {
 		return err
 	}
-	rs, err := resolveAll(ctx, &o, nil)
-	if err != nil {
-		return err
+	if o.Seeds < 0 || o.Seeds > maxSeeds {
+		return ConfigError(fmt.Errorf("--seeds %d: want 1 to %d", o.Seeds, maxSeeds))
+	}
+	seeds := max(o.Seeds, 1)
+	rs := o.resolved
+	if rs == nil {
+		var err error
+		if rs, err = resolveAll(ctx, &o, nil); err != nil {
+			return err
+		}
 	}
 	cs, err := contracts.SelfTestContracts(o.Contracts)
 	if err != nil {
@@ -314,7 +328,7 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 	fmt.Fprintln(tw, "TARGET\tCONTRACT\tSABOTAGE\tMUST RAISE\tCAUGHT\tVERDICT\tRAISED")
 	var all []contracts.SabotageResult
 	for _, rt := range rs {
-		res, err := contracts.SelfTest(ctx, rt.Target, cs, contracts.Options{Seed: o.Seed, Jobs: o.Jobs})
+		res, err := contracts.SelfTest(ctx, rt.Target, cs, contracts.Options{Seed: o.Seed, Jobs: o.Jobs, Trials: seeds})
 		if err != nil {
 			return ConfigError(err)
 		}
@@ -324,11 +338,13 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 			case r.Skipped():
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\tskipped\t%s\n", rt.Name(), r.Contract, r.Sabotage.Name, must, r.Result.Reason)
 			default:
+				// The verdict and what was raised: of the first seed not caught,
+				// else of the last.
 				mark := "yes"
 				if !r.Caught {
 					mark = "NO"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rt.Name(), r.Contract, r.Sabotage.Name, must, mark, r.Result.Verdict, raised(r.Result))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %d/%d\t%s\t%s\n", rt.Name(), r.Contract, r.Sabotage.Name, must, mark, r.CaughtOn(), len(r.Seeds), r.Result.Verdict, raised(r.Result))
 			}
 		}
 		all = append(all, res...)
@@ -348,6 +364,12 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 			}
 		default:
 			total++
+			fmt.Fprintln(stdout)
+			for _, sd := range r.Seeds {
+				if !sd.Caught {
+					fmt.Fprintf(stdout, "not caught: %s/%s on %s, seed %d%s: %s\n", r.Contract, r.Sabotage.Name, r.Result.Target, sd.Seed, ranNote(sd.Ran), sd.Why)
+				}
+			}
 		}
 	}
 	var silent []string
@@ -356,8 +378,12 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 			silent = append(silent, string(spec.Name))
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d of %d sabotages caught by the properties they declare, each with a witness (%d skipped); %d of %d properties shown to fire",
-		caught, total, skipped, len(checker.Properties)-len(silent), len(checker.Properties))
+	on := "on seed " + fmt.Sprint(o.Seed)
+	if seeds > 1 {
+		on = fmt.Sprintf("on every one of %d seeds (%d to %d)", seeds, o.Seed, o.Seed+uint64(seeds)-1)
+	}
+	fmt.Fprintf(stdout, "\n%d of %d sabotages caught %s by the properties they declare, each in a violation verdict with a witness (%d skipped); %d of %d properties shown to fire",
+		caught, total, on, skipped, len(checker.Properties)-len(silent), len(checker.Properties))
 	if len(silent) > 0 && len(o.Contracts) == 0 {
 		fmt.Fprintf(stdout, " (not shown here: %s)", strings.Join(silent, ", "))
 	}
@@ -366,6 +392,18 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 		return &ExitError{Code: ExitViolation, Err: err}
 	}
 	return nil
+}
+
+// ranNote names the other seeds run for one seed, whose runs ended unknown.
+func ranNote(ran []uint64) string {
+	if len(ran) < 2 {
+		return ""
+	}
+	parts := make([]string, len(ran))
+	for i, s := range ran {
+		parts[i] = fmt.Sprint(s)
+	}
+	return " (runs ended unknown; seeds tried " + strings.Join(parts, ", ") + ")"
 }
 
 func propertyList(ps []contracts.Property) string {
