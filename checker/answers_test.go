@@ -83,6 +83,9 @@ func TestAnswers(t *testing.T) {
 			[]answer{{CircuitOnHealthy, Invalid, ""}, {Lost, Unknown, "still in the broker"}}, Invalid},
 		{"a lost job beside one still queued: lost is false", lostBeside, Final{Drained: true, Broker: adapters.Inventory{Queued: []string{"b"}}}, Options{},
 			[]answer{{Lost, Invalid, ""}, {MovedByBroker, Unknown, "still in the broker"}}, Invalid},
+		{"an event not applied in a run that did not drain: unknown, not false", newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).finish("w1", "a", keyA, 1),
+			func() Final { f := committed("a", keyA, "acme"); f.Drained = false; f.Store.Applied = nil; return f }(), Options{RelayRan: true},
+			[]answer{{EventNotApplied, Unknown, "did not drain"}}, Unknown},
 		{"a run that did not drain: event_not_applied unknown", clean, func() Final { f := committed("a", keyA, "acme"); f.Drained = false; return f }(), Options{RelayRan: true},
 			[]answer{{EventNotApplied, Unknown, "did not drain"}, {Lost, Valid, ""}}, Unknown},
 	} {

@@ -168,16 +168,18 @@ func branchCases() []testCase {
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
 				pair("w1", history.Info, history.Ack, "a", keyA, 1, "", "timeout").
 				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied"),
-			final: committed("a", keyA, "acme"),
-			opts:  relay,
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lost_reply",
 		},
 		{
 			name: "a redelivery after a failed ack is explained",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
 				pair("w1", history.Fail, history.Ack, "a", keyA, 1, "", "unavailable").
 				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied"),
-			final: committed("a", keyA, "acme"),
-			opts:  relay,
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lost_reply",
 		},
 		{
 			// A broker restart explains a redelivery of what was acked before it,
@@ -197,7 +199,8 @@ func branchCases() []testCase {
 			ops: failPermanent(newHist().enqueue("a", keyA, permanent(meta("acme", "doc-a", 3))), "w1", "a", keyA, 1).
 				deadLetterUnknown("w1", "a", keyA, 1, pipeline.ReasonPermanent).
 				deliver("w2", "a", keyA, 2).deadLetter("w2", "a", keyA, 2, pipeline.ReasonPermanent),
-			final: deadFinal("a", keyA, pipeline.ReasonPermanent),
+			final:     deadFinal("a", keyA, pipeline.ReasonPermanent),
+			explained: "lost_reply",
 		},
 		// dead_job_resurrected: "a lease ok after the job's pipeline
 		// dead-letter (one enqueue)".
@@ -230,6 +233,20 @@ func branchCases() []testCase {
 				finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),
 			opts:  Options{RelayRan: true, FencedAck: true, ApproximateLeases: true},
+		},
+		{
+			// On real processes the pause may land between the broker's answer
+			// to a lease and the worker's record of it: the lease it records
+			// after the pause may have run out while it was stopped.
+			name: "a holder paused before it recorded its lease is not preempted",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).fault("pause", "w1").fault("resume", "w1").
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
+				extract("w1", "a", keyA, 1).
+				finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
 		},
 		// attempts_over_budget: "an extract that failed with a job error
 		// (transient, permanent) ... an infrastructure failure ... does not
@@ -300,6 +317,20 @@ func branchCases() []testCase {
 			ops: newHist().enqueue("a", keyA, permanent(meta("acme", "doc-a", 3))).deliver("w1", "a", keyA, 1).
 				deadLetter("w1", "a", keyA, 1, pipeline.ReasonPermanent),
 			final: deadFinal("a", keyA, pipeline.ReasonPermanent),
+		},
+		{
+			// Deaths of its holders count towards its attempts, not towards a
+			// permanent error it never had.
+			name: "dead-lettered as permanent after its holders died, with no permanent error",
+			ops: func() *hist {
+				h := newHist().enqueue("a", keyA, meta("acme", "doc-a", 3))
+				for i, w := range []string{"w1", "w2", "w3"} {
+					h.deliver(w, "a", keyA, uint64(i+1)).fault("kill", w)
+				}
+				return h.deliver("w4", "a", keyA, 4).deadLetter("w4", "a", keyA, 4, pipeline.ReasonPermanent)
+			}(),
+			final: deadFinal("a", keyA, pipeline.ReasonPermanent),
+			want:  HealthyDeadLettered,
 		},
 		{
 			// Created long before its enqueue: its age runs from its creation.
@@ -406,6 +437,15 @@ func branchCases() []testCase {
 				finish("w2", "a", keyA, 2).ack("w1", "a", keyA, 1).apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),
 			opts:  Options{RelayRan: true},
+		},
+		{
+			// The job's metadata names no tenant: only the key's own form shows
+			// it names none either.
+			name:  "a key naming no tenant, for a job whose metadata names none",
+			ops:   newHist().enqueue("a", keyA, meta("", "doc-a", 3)).finish("w1", "a", "doc-a:v1", 1).apply("a", "doc-a:v1", "applied"),
+			final: committed("a", "doc-a:v1", ""),
+			opts:  relay,
+			want:  KeyWithoutTenant,
 		},
 		// tenants_share_key, silent_reuse: two jobs of one tenant with one
 		// payload under one key share nothing across tenants and reuse nothing

@@ -23,6 +23,7 @@ type testCase struct {
 	want        Property   // "" for a clean history
 	also        []Property // the other properties the history raises: no more, no fewer
 	because     string     // a line some violation of want must say
+	explained   string     // a redelivery the stats must count with this explanation
 	wantUnknown bool
 }
 
@@ -801,7 +802,10 @@ func baseCases() []testCase {
 func TestCheckProperties(t *testing.T) {
 	for _, tt := range cases() {
 		t.Run(tt.name, func(t *testing.T) {
-			vs, _, unknown := check3(tt.ops.ops, tt.final, tt.opts)
+			vs, st, unknown := check3(tt.ops.ops, tt.final, tt.opts)
+			if tt.explained != "" && st.Redeliveries[tt.explained] == 0 {
+				t.Errorf("no redelivery explained as %s: %v", tt.explained, st.Redeliveries)
+			}
 			got := properties(vs)
 			if tt.want == "" && len(vs) > 0 {
 				t.Fatalf("clean history: got violations %v\nfirst: %s", got, vs[0].Message)
