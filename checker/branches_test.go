@@ -182,6 +182,15 @@ func branchCases() []testCase {
 			explained: "lost_reply",
 		},
 		{
+			// A cancelled job's delivery ends with its ack.
+			name: "a redelivery after a cancellation",
+			ops: newHist().enqueue("a", keyA, deadline(meta("acme", "doc-a", 3), 3)).deliver("w1", "a", keyA, 1).
+				pair("w1", history.OK, history.Cancel, "a", keyA, 1, "", "").ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).pair("w2", history.OK, history.Cancel, "a", keyA, 2, "", "").ack("w2", "a", keyA, 2),
+			final: Final{Drained: true, Store: pipeline.State{Cancelled: []string{"a"}}},
+			want:  UnexplainedDuplicate,
+		},
+		{
 			// A broker restart explains a redelivery of what was acked before it,
 			// not of what was acked after it.
 			name: "a redelivery after an ack sent after the broker restarted",
