@@ -189,7 +189,18 @@ func (t MemTarget) Execute(ctx context.Context, run Run) (Execution, error) {
 	drained := func() bool {
 		return producerDone && operatorDone && !hooks.pausing() && q.Live() == 0 && store.PendingCount() == 0
 	}
-	s.Run(start.Add(sc.Limit), drained)
+	// A signal ends the simulation within a few thousand steps (milliseconds),
+	// however long its scenario time.
+	steps := 0
+	s.Run(start.Add(sc.Limit), func() bool {
+		if steps++; steps%1024 == 0 && ctx.Err() != nil {
+			return true
+		}
+		return drained()
+	})
+	if err := ctx.Err(); err != nil {
+		return Execution{}, err
+	}
 	st, err := store.Snapshot(ctx)
 	if err != nil {
 		return Execution{}, err

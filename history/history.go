@@ -82,16 +82,26 @@ type Recorder interface {
 	Record(op Op)
 }
 
-// Log is an in-memory history, safe for concurrent use.
+// Log is an in-memory history, safe for concurrent use. It keeps its
+// records in blocks of logBlock, so that a long history grows without copying
+// what it already holds (10,000 jobs record about 200,000 operations).
 type Log struct {
-	mu  sync.Mutex
-	ops []Op
+	mu     sync.Mutex
+	blocks [][]Op
+	n      int
 }
+
+const logBlock = 4096
 
 // Record appends op.
 func (l *Log) Record(op Op) {
 	l.mu.Lock()
-	l.ops = append(l.ops, op)
+	if len(l.blocks) == 0 || len(l.blocks[len(l.blocks)-1]) == logBlock {
+		l.blocks = append(l.blocks, make([]Op, 0, logBlock))
+	}
+	last := &l.blocks[len(l.blocks)-1]
+	*last = append(*last, op)
+	l.n++
 	l.mu.Unlock()
 }
 
@@ -99,7 +109,14 @@ func (l *Log) Record(op Op) {
 func (l *Log) Ops() []Op {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Op(nil), l.ops...)
+	if l.n == 0 {
+		return nil
+	}
+	out := make([]Op, 0, l.n)
+	for _, b := range l.blocks {
+		out = append(out, b...)
+	}
+	return out
 }
 
 // Writer appends JSONL records to a file and flushes each one before Record

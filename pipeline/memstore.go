@@ -35,6 +35,11 @@ type MemStore struct {
 	audits    map[string]Audit
 	auditOrd  []string
 	pending   int
+	// unsettled: events before this index are all published or dead (the
+	// relay's scan starts there); oldestPub: the earliest PublishedAt of an
+	// event kept (zero: none), so that a purge with nothing to purge is free.
+	unsettled int
+	oldestPub time.Time
 	committed map[string]bool // job ids with a successful commit, new or deduped
 	ledger    map[string]map[string]*ledgerEntry
 }
@@ -294,7 +299,10 @@ func (s *MemStore) PendingEvents(ctx context.Context, limit int) ([]Event, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Event
-	for _, e := range s.events {
+	for s.unsettled < len(s.events) && (s.events[s.unsettled].Published || s.events[s.unsettled].Dead) {
+		s.unsettled++
+	}
+	for _, e := range s.events[s.unsettled:] {
 		if len(out) == limit || s.pending == 0 {
 			break
 		}
@@ -312,6 +320,9 @@ func (s *MemStore) MarkPublished(ctx context.Context, ids []string, at time.Time
 		if e, ok := s.eventIdx[id]; ok && !e.Published {
 			e.Published, e.PublishedAt = true, at
 			s.pending--
+			if s.oldestPub.IsZero() || at.Before(s.oldestPub) {
+				s.oldestPub = at
+			}
 		}
 	}
 	return nil
@@ -330,16 +341,24 @@ func (s *MemStore) DeadLetterEvent(ctx context.Context, id, reason string) error
 func (s *MemStore) PurgePublished(ctx context.Context, cutoff time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.oldestPub.IsZero() || !s.oldestPub.Before(cutoff) {
+		return 0, nil // the relay asks on every idle poll: nothing is old enough
+	}
 	kept, n := s.events[:0], 0
+	s.oldestPub = time.Time{}
 	for _, e := range s.events {
 		if e.Published && e.PublishedAt.Before(cutoff) {
 			delete(s.eventIdx, e.ID)
 			n++
 			continue
 		}
+		if e.Published && (s.oldestPub.IsZero() || e.PublishedAt.Before(s.oldestPub)) {
+			s.oldestPub = e.PublishedAt
+		}
 		kept = append(kept, e)
 	}
-	s.events = kept
+	clear(s.events[len(kept):])
+	s.events, s.unsettled = kept, 0
 	return n, nil
 }
 

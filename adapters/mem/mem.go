@@ -7,8 +7,10 @@
 package mem
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,21 +190,23 @@ func (q *Queue) current(d adapters.Delivery) (*message, error) {
 	if !ok || err != nil {
 		return nil, fmt.Errorf("mem: bad receipt %q", d.Receipt)
 	}
-	for _, m := range q.msgs {
-		if m.id == id {
-			if q.opts.UnfencedAck {
-				return m, nil // whatever became of it: the handle is all it checks
-			}
-			if m.gone {
-				return nil, adapters.ErrLeaseLost
-			}
-			if m.token != d.Token {
-				return nil, adapters.ErrStaleToken
-			}
-			return m, nil
-		}
+	// msgs is in acceptance order, so in id order: a binary search, not a
+	// scan of every message queued (an ack per job made large runs quadratic).
+	i, found := slices.BinarySearchFunc(q.msgs, id, func(m *message, id int64) int { return cmp.Compare(m.id, id) })
+	if !found {
+		return nil, adapters.ErrLeaseLost
 	}
-	return nil, adapters.ErrLeaseLost
+	m := q.msgs[i]
+	if q.opts.UnfencedAck {
+		return m, nil // whatever became of it: the handle is all it checks
+	}
+	if m.gone {
+		return nil, adapters.ErrLeaseLost
+	}
+	if m.token != d.Token {
+		return nil, adapters.ErrStaleToken
+	}
+	return m, nil
 }
 
 // onCurrent runs f on d's message under the lock, once the broker is up and d
