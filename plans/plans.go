@@ -43,6 +43,33 @@ const (
 	DefaultMaxAttempts = 3
 )
 
+// Bounds of a plan's numeric fields (docs/plans.md), checked before anything
+// runs: every plan durachk writes (durachk plan with --jobs up to 10000,
+// explore's rounds and shrunk plans) is within them.
+const (
+	MaxWorkers  = 64
+	MinLease    = 100 * time.Millisecond
+	MaxLease    = time.Hour
+	MinPoll     = 10 * time.Millisecond
+	MaxPoll     = time.Minute
+	MinLimit    = time.Second
+	MaxLimit    = contracts.MaxLimit
+	MaxJobs     = 20_000 // jobs, count expanded: the CLI's 10,000 and what a contract adds to them
+	MaxFaults   = 1000
+	MaxVersion  = 1_000_000
+	MaxAttempts = 1000
+	MaxNth      = 1_000_000
+	MaxDeadline = 24 * time.Hour // also age_budget
+	MaxLatency  = time.Minute    // delay and jitter
+	// MaxIdlePolls bounds workers × limit ÷ poll: the embedded target records
+	// every empty lease of every worker (an idle worker polls every 8 × poll
+	// at most), so 64 workers idle for a day would record millions of
+	// operations. 2,000,000 is 4 workers idle for 24 h at the default poll,
+	// or 64 workers for 1.7 h: at most about 500,000 operations, under 200 MB
+	// and a few seconds (tools/bench-jobs.sh measures the worst cases).
+	MaxIdlePolls = 2_000_000
+)
+
 // Plan is one plan file. Times are scenario times: virtual on the embedded
 // target, scaled (×0.1 by default) on real ones, as for every contract.
 type Plan struct {
@@ -363,20 +390,34 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 			return bad("contract %q: not in the catalogue (durachk list), nor %q", clip(p.Contract), Generic)
 		}
 	}
-	if p.Workers < 0 || p.Workers > 64 {
-		return bad("workers %d: want 1 to 64", p.Workers)
+	if p.Workers < 0 || p.Workers > MaxWorkers {
+		return bad("workers %d: want 1 to %d", p.Workers, MaxWorkers)
+	}
+	if err := errors.Join(inRange("lease", p.Lease, MinLease, MaxLease), inRange("poll", p.Poll, MinPoll, MaxPoll),
+		inRange("limit", p.Limit, MinLimit, MaxLimit)); err != nil {
+		return bad("%v", oneLineErr(err))
 	}
 	sc := contracts.Scenario{Name: p.Name, Workers: or(p.Workers, DefaultWorkers), Lease: orD(p.Lease, DefaultLease),
 		Poll: orD(p.Poll, DefaultPoll), Limit: orD(p.Limit, DefaultLimit), Operator: p.Operator, Canaries: slices.Clone(p.Canaries)}
 	if sc.Name == "" {
 		sc.Name = "plan"
 	}
+	if polls := float64(sc.Workers) * float64(sc.Limit) / float64(sc.Poll); polls > MaxIdlePolls {
+		return bad("workers %d × limit %v ÷ poll %v = %.0f: want at most %d (the embedded target records every empty poll; shorten the limit, or poll less often)",
+			sc.Workers, sc.Limit, sc.Poll, polls, MaxIdlePolls)
+	}
 	if len(p.Jobs) == 0 {
 		return bad("jobs: want at least one job")
 	}
+	if n, _ := p.Size(); n > MaxJobs {
+		return bad("jobs: %d with their counts: want at most %d", n, MaxJobs)
+	}
+	if len(p.Faults) > MaxFaults {
+		return bad("faults: %d: want at most %d", len(p.Faults), MaxFaults)
+	}
 	ids := map[string]bool{}
 	for i, j := range p.Jobs {
-		js, err := j.specs()
+		js, err := j.specs(sc.Limit)
 		if err != nil {
 			return bad("jobs[%d] (%s): %v", i, clip(j.ID), err)
 		}
@@ -390,7 +431,7 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 	}
 	sc.Plan = faults.Plan{Name: sc.Name, PinProducer: p.PinProducer}
 	for i, f := range p.Faults {
-		ff, err := f.fault(sc.Workers)
+		ff, err := f.fault(sc.Workers, sc.Limit)
 		if err != nil {
 			return bad("faults[%d] (%s): %v", i, clip(f.Kind), err)
 		}
@@ -413,21 +454,57 @@ func orD(v Duration, d time.Duration) time.Duration {
 	return v.D()
 }
 
-func (j Job) specs() ([]contracts.JobSpec, error) {
+// inRange checks a duration field: 0 (its default) or lo to hi.
+func inRange(name string, d Duration, lo, hi time.Duration) error {
+	if d != 0 && (d.D() < lo || d.D() > hi) {
+		return fmt.Errorf("%s %v: want %v to %v", name, d, lo, hi)
+	}
+	return nil
+}
+
+// atMost checks a duration field against its upper bound (what names it).
+func atMost(name string, d Duration, hi time.Duration, what string) error {
+	if d.D() > hi {
+		return fmt.Errorf("%s %v: want at most %s (%v)", name, d, what, hi)
+	}
+	return nil
+}
+
+// intIn checks an integer field: lo to hi.
+func intIn(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s %d: want %d to %d", name, v, lo, hi)
+	}
+	return nil
+}
+
+func oneLineErr(err error) error { return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) }
+
+func (j Job) specs(limit time.Duration) ([]contracts.JobSpec, error) {
 	if j.ID == "" {
 		return nil, errors.New("id: want a job id")
 	}
-	if j.Count < 0 || j.Count > 1_000_000 {
-		return nil, fmt.Errorf("count %d: want 1 to 1000000", j.Count)
+	if j.Count < 0 || j.Count > MaxJobs {
+		return nil, fmt.Errorf("count %d: want 1 to %d", j.Count, MaxJobs)
 	}
 	if j.Every != 0 && j.Count <= 1 {
 		return nil, errors.New("every: only with count > 1")
 	}
-	if j.Version < 0 || j.MaxAttempts < 0 {
-		return nil, errors.New("version and max_attempts: want ≥ 1")
+	err := errors.Join(intIn("version", or(j.Version, 1), 1, MaxVersion), intIn("max_attempts", or(j.MaxAttempts, 1), 1, MaxAttempts),
+		intIn("fail_below_version", j.FailBelowVersion, 0, MaxVersion),
+		atMost("at", j.At, limit, "the plan's limit"), atMost("deadline", j.Deadline, MaxDeadline, "a day"),
+		atMost("slow", j.Slow, limit, "the plan's limit"), atMost("age_budget", j.AgeBudget, MaxDeadline, "a day"))
+	if j.FailTransient < -1 || j.FailTransient > MaxAttempts {
+		err = errors.Join(err, fmt.Errorf("fail_transient %d: want -1 (forever) or a number of attempts from 0 to %d", j.FailTransient, MaxAttempts))
 	}
-	if j.FailTransient < -1 {
-		return nil, fmt.Errorf("fail_transient %d: want -1 (forever) or a number of attempts ≥ 0", j.FailTransient)
+	if j.Count > 1 && err == nil {
+		// The last copy is sent (Count-1)×Every after At: within the limit too.
+		if j.Every.D() > limit || j.At.D()+time.Duration(j.Count-1)*j.Every.D() > limit {
+			err = fmt.Errorf("at %v + %d × every %v: the last is sent after the plan's limit %v", j.At, j.Count-1, j.Every, limit)
+		}
+	}
+	if err != nil {
+		return nil, oneLineErr(err)
 	}
 	p := pipeline.Payload{Text: j.Text, Crash: j.Crash, FailTransient: j.FailTransient, FailPermanent: j.FailPermanent,
 		FailBelowVersion: j.FailBelowVersion, PoisonEvent: j.PoisonEvent, Slow: j.Slow.D(), AgeBudget: j.AgeBudget.D()}
@@ -476,7 +553,7 @@ func cmpOr(a, b string) string {
 	return a
 }
 
-func (f Fault) fault(workers int) (faults.Fault, error) {
+func (f Fault) fault(workers int, limit time.Duration) (faults.Fault, error) {
 	k := faults.Kind(f.Kind)
 	allowed, ok := fields[k]
 	if !ok {
@@ -497,10 +574,14 @@ func (f Fault) fault(workers int) (faults.Fault, error) {
 		}
 		return fmt.Errorf(format, args...)
 	}
-	var err error
+	err := errors.Join(atMost("at", f.At, limit, "the plan's limit"), atMost("for", f.For, limit, "the plan's limit"),
+		atMost("delay", f.Delay, MaxLatency, "a minute"), atMost("jitter", f.Jitter, MaxLatency, "a minute"))
+	if f.Nth > MaxNth {
+		err = errors.Join(err, fmt.Errorf("nth %d: want at most %d", f.Nth, MaxNth))
+	}
 	switch k {
 	case faults.CrashAt, faults.PauseAt:
-		err = errors.Join(need(slices.Contains(crashPoints, f.Point), "point %q: want one of %s", clip(f.Point), strings.Join(crashPoints, ", ")),
+		err = errors.Join(err, need(slices.Contains(crashPoints, f.Point), "point %q: want one of %s", clip(f.Point), strings.Join(crashPoints, ", ")),
 			need(f.Nth >= 1, "nth %d: want the arrival (≥ 1) at the point that fires it", f.Nth))
 		if k == faults.PauseAt {
 			err = errors.Join(err, need(f.For > 0, "for: want how long the process stays paused"))
@@ -511,9 +592,9 @@ func (f Fault) fault(workers int) (faults.Fault, error) {
 		if m != nil {
 			n, _ = strconv.Atoi(m[1])
 		}
-		err = need(m != nil && n <= workers, "process %q: want a worker w1 to w%d", clip(f.Process), workers)
+		err = errors.Join(err, need(m != nil && n <= workers, "process %q: want a worker w1 to w%d", clip(f.Process), workers))
 	case faults.LinkDown, faults.Blackhole, faults.Flap, faults.ReplyLoss, faults.Reset, faults.Latency:
-		err = errors.Join(need(slices.Contains(links, f.Link), "link %q: want one of %s", clip(f.Link), strings.Join(links, ", ")),
+		err = errors.Join(err, need(slices.Contains(links, f.Link), "link %q: want one of %s", clip(f.Link), strings.Join(links, ", ")),
 			need(f.For > 0, "for: want how long the fault lasts"))
 		switch k {
 		case faults.ReplyLoss, faults.Reset:
@@ -522,7 +603,7 @@ func (f Fault) fault(workers int) (faults.Fault, error) {
 			err = errors.Join(err, need(f.Delay > 0, "delay: want the latency to add"))
 		}
 	case faults.NodeKill, faults.NodePartition:
-		err = need(f.Node != "", "node: want a selector (primary, replica, one, minority, majority, all, pinned) or a node's name")
+		err = errors.Join(err, need(f.Node != "", "node: want a selector (primary, replica, one, minority, majority, all, pinned) or a node's name"))
 	}
 	if err != nil {
 		return faults.Fault{}, errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
