@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/cli"
@@ -52,6 +55,30 @@ func emptyFlags(cmd *cobra.Command) error {
 	return nil
 }
 
+// numericFlags checks every numeric flag of cmd, as parsed, against its
+// documented bounds (cli.Bounds) before the command runs. Seeds (uint64) take
+// every value their parser accepts.
+func numericFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		var v int64
+		switch f.Value.Type() {
+		case "int":
+			v, _ = strconv.ParseInt(f.Value.String(), 10, 64)
+		case "duration":
+			d, _ := time.ParseDuration(f.Value.String())
+			v = int64(d)
+		default:
+			return
+		}
+		err = cli.CheckFlag(cmd.Name(), f.Name, v)
+	})
+	return err
+}
+
 // commandLine is the command as typed, quoted where needed, credentials redacted.
 func commandLine(args []string) string {
 	parts := []string{"durachk"}
@@ -75,7 +102,12 @@ func run(args []string) error {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.ConfigError(err) })
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return emptyFlags(cmd) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := emptyFlags(cmd); err != nil {
+			return err
+		}
+		return numericFlags(cmd)
+	}
 	build := reports.ReadBuild()
 	root.Version = build.String()
 	root.SetVersionTemplate("{{.Version}}\n")
@@ -103,7 +135,7 @@ func run(args []string) error {
 	f.StringArrayVar(&o.Contracts, "contract", nil, "contract id to run; repeatable (default: the whole catalogue)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, "seed scenario to run (or all); repeatable")
 	f.StringArrayVar(&o.Plans, "plan", nil, "plan file (YAML or JSON, docs/plans.md) to run as contract plan/<file name>, with its own seed unless --seed; repeatable")
-	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice (default 1, or the config file's)")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed for workload, fault plan and every random choice; without it, the config file's seed if it sets one")
 	f.IntVar(&o.Jobs, "jobs", 0, "jobs per contract (default 24)")
 	f.IntVar(&o.Trials, "trials", 1, "runs of each contract, with successive seeds; a violation in any trial is the verdict")
 	f.IntVar(&o.Parallel, "parallel", 0, "contracts run at a time (default 8, fewer where their Postgres connections would pass 48; 1: one after the other)")

@@ -306,7 +306,10 @@ const maxSeeds = 1000
 // sabotage a seed did not catch, that seed and the properties that stayed
 // silent or the verdict that was not a violation.
 func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
-	if err := checkJobs(o.Jobs); err != nil {
+	if err := checkJobs("selftest", o.Jobs); err != nil {
+		return err
+	}
+	if err := noRepeats("contract", o.Contracts); err != nil {
 		return err
 	}
 	if o.Seeds < 0 || o.Seeds > maxSeeds {
@@ -440,6 +443,10 @@ type namedMem struct {
 
 func (m namedMem) Name() string { return m.name }
 
+// maxDeliveryLimit bounds mem's delivery_limit knob: far above any job's
+// attempt budget.
+const maxDeliveryLimit = 1000
+
 // memKnobs are the embedded target's knobs: name and delivery_limit (the
 // broker's own dead-lettering after n deliveries).
 func resolveMem(spec string) (*target, error) {
@@ -461,8 +468,8 @@ func resolveMem(spec string) (*target, error) {
 		case "name":
 		case "delivery_limit":
 			n, err := strconv.Atoi(q.Get(k))
-			if err != nil || n < 0 {
-				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want a number ≥ 0", echo, reports.Clip(q.Get(k))))
+			if err != nil || n < 0 || n > maxDeliveryLimit {
+				return nil, ConfigError(fmt.Errorf("target %s: delivery_limit=%q: want 0 (none) to %d", echo, reports.Clip(q.Get(k)), maxDeliveryLimit))
 			}
 			mt.DeliveryLimit = n
 			settings[k] = q.Get(k)

@@ -53,19 +53,10 @@ func lookupSabotage(name string) (*contracts.Sabotage, error) {
 // round raises a violation, which it shrinks; then result.json, the reports,
 // original.yaml (the plan of the round that failed) and shrunk.yaml in --out.
 func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) error {
-	if o.Duration < 0 || o.Rounds < 0 || o.Jobs < 0 || o.MaxFaults < 0 || o.Parallel < 0 {
-		return ConfigError(fmt.Errorf("explore: --duration, --rounds, --jobs, --max-faults and --parallel want values ≥ 0"))
-	}
-	if o.Duration == 0 && o.Rounds == 0 {
-		return ConfigError(fmt.Errorf("explore: give --duration (such as 5m) or --rounds"))
-	}
-	if o.Jobs > maxJobs {
-		return ConfigError(fmt.Errorf("--jobs %d: want 1 to %d", o.Jobs, maxJobs))
+	if err := checkExploreFlags(o); err != nil {
+		return err
 	}
 	sh := o.Shrink
-	if sh.Tries < 0 || sh.Time < 0 || sh.K < 0 || sh.N < 0 || (sh.N > 0 && sh.K > sh.N) {
-		return ConfigError(fmt.Errorf("explore: --shrink-tries, --shrink-time want values ≥ 0, --shrink-k at most --shrink-n"))
-	}
 	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Parallel: o.Parallel,
 		KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
 	eo.Shrink.Off = o.NoShrink
@@ -90,9 +81,6 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 			return ConfigError(err)
 		}
 		eo.Sabotage = s
-	}
-	if o.Out == "" {
-		return ConfigError(fmt.Errorf("--out: want a directory"))
 	}
 	t, err := resolve(ctx, o.Target, "", stderr)
 	if err != nil {

@@ -1,17 +1,189 @@
 package cli
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
 )
 
-// maxJobs bounds --jobs: far above any scenario's default (24), low enough
-// that a typo cannot make a run allocate for hours.
+// maxJobs bounds --jobs: far above any scenario's default (24), and the
+// largest workload the embedded target is measured to drain
+// (tools/bench-jobs.sh).
 const maxJobs = 10000
+
+// maxJobRuns bounds --jobs × --trials: the trials of a contract are kept
+// until the last one ends, history and all.
+const maxJobRuns = 100_000
+
+// Bound is the range a numeric flag accepts, checked before anything runs
+// (exit 3, one line naming the flag and its bounds). Durations are in
+// nanoseconds.
+type Bound struct {
+	Min, Max int64
+	// Zero says what 0 means where 0 is accepted below Min ("": it is not).
+	Zero     string
+	Duration bool
+}
+
+func (b Bound) value(v int64) string {
+	if b.Duration {
+		return time.Duration(v).String()
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// String is the bound as the README writes it: "1 to 10000 (0: …)".
+func (b Bound) String() string {
+	s := b.value(b.Min) + " to " + b.value(b.Max)
+	if b.Zero != "" {
+		s += " (0: " + b.Zero + ")"
+	}
+	return s
+}
+
+// Check returns the configuration error of flag set to v, or nil.
+func (b Bound) Check(flag string, v int64) error {
+	if v == 0 && b.Zero != "" || v >= b.Min && v <= b.Max {
+		return nil
+	}
+	return ConfigError(fmt.Errorf("--%s %s: want %s", flag, b.value(v), b))
+}
+
+var jobsBound = Bound{Min: 1, Max: maxJobs, Zero: "each contract's default, 24"}
+
+// Bounds are the bounds of every numeric flag, by command and flag. --seed
+// (every command) takes any integer from 0 to 2^64-1, which its parser
+// enforces. README's "Bounds" table lists them; a test checks that every
+// numeric flag is here and in the README, and refused outside its bounds.
+var Bounds = map[string]map[string]Bound{
+	"run": {
+		"jobs":     jobsBound,
+		"trials":   {Min: 1, Max: 1000},
+		"parallel": {Min: 1, Max: 64, Zero: "the default, 8"},
+	},
+	"plan":     {"jobs": jobsBound},
+	"selftest": {"jobs": jobsBound},
+	"explore": {
+		"duration":     {Min: int64(time.Second), Max: int64(7 * 24 * time.Hour), Zero: "until --rounds", Duration: true},
+		"rounds":       {Min: 1, Max: 1_000_000, Zero: "until --duration"},
+		"jobs":         {Min: 1, Max: maxJobs},
+		"max-faults":   {Min: 1, Max: 100},
+		"parallel":     {Min: 1, Max: 64, Zero: "one per CPU on mem, 1 on real targets"},
+		"shrink-tries": {Min: 1, Max: 100_000},
+		"shrink-time":  {Min: int64(time.Second), Max: int64(24 * time.Hour), Duration: true},
+		"shrink-k":     {Min: 1, Max: 100},
+		"shrink-n":     {Min: 1, Max: 100, Zero: "1 on mem, 3 on real targets"},
+		"progress":     {Min: int64(100 * time.Millisecond), Max: int64(time.Hour), Duration: true},
+	},
+}
+
+// CheckFlag checks a numeric flag of a command, as parsed, against Bounds
+// (main calls it for every numeric flag before the command runs). A flag
+// without a bound is durachk's bug; the tests look for one.
+func CheckFlag(command, flag string, v int64) error {
+	b, ok := Bounds[command][flag]
+	if !ok {
+		return ConfigError(fmt.Errorf("--%s of %s has no bound (durachk's bug: add it to cli.Bounds)", flag, command))
+	}
+	return b.Check(flag, v)
+}
+
+// checkBounds checks the named values of a command's options against Bounds,
+// in the order of their names.
+func checkBounds(command string, values map[string]int64) error {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if err := CheckFlag(command, name, values[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRunFlags checks the numeric options of durachk run. Zero values are
+// the defaults of the Go API (Trials 0 is one trial); the flag itself
+// refuses --trials 0 (CheckFlag).
+func checkRunFlags(o *RunOptions) error {
+	trials := cmp.Or(o.Trials, 1)
+	if err := checkBounds("run", map[string]int64{"jobs": int64(o.Jobs), "trials": int64(trials), "parallel": int64(o.Parallel)}); err != nil {
+		return err
+	}
+	if jobs := cmp.Or(o.Jobs, contracts.DefaultJobs); jobs*trials > maxJobRuns {
+		return ConfigError(fmt.Errorf("--jobs %d × --trials %d: want at most %d jobs over a contract's trials (the run keeps every trial until the last one ends)", jobs, trials, maxJobRuns))
+	}
+	return nil
+}
+
+// checkExploreFlags checks the numeric options of durachk explore (zero
+// values: the explore package's defaults).
+func checkExploreFlags(o ExploreOptions) error {
+	sh := o.Shrink
+	if err := checkBounds("explore", map[string]int64{"duration": int64(o.Duration), "rounds": int64(o.Rounds),
+		"jobs": int64(cmp.Or(o.Jobs, explore.DefaultJobs)), "max-faults": int64(cmp.Or(o.MaxFaults, explore.DefaultMaxFaults)),
+		"parallel": int64(o.Parallel), "shrink-tries": int64(cmp.Or(sh.Tries, explore.DefaultShrinkTries)),
+		"shrink-time": int64(cmp.Or(sh.Time, explore.DefaultShrinkTime)), "shrink-k": int64(cmp.Or(sh.K, explore.DefaultK)),
+		"shrink-n": int64(sh.N), "progress": int64(cmp.Or(o.Every, explore.DefaultEvery))}); err != nil {
+		return err
+	}
+	if o.Duration == 0 && o.Rounds == 0 {
+		return ConfigError(fmt.Errorf("explore: give --duration (such as 5m) or --rounds"))
+	}
+	if sh.N > 0 && cmp.Or(sh.K, explore.DefaultK) > sh.N {
+		return ConfigError(fmt.Errorf("--shrink-k %d: want at most --shrink-n %d", sh.K, sh.N))
+	}
+	return checkOut(o.Out)
+}
+
+// checkOut refuses an --out that cannot be a directory (an existing file,
+// or below one) before the run says anything.
+func checkOut(dir string) error {
+	if dir == "" {
+		return ConfigError(fmt.Errorf("--out: empty: name the directory for result.json and the reports"))
+	}
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && !st.IsDir():
+			if p == filepath.Clean(dir) {
+				return ConfigError(fmt.Errorf("--out %s: is a file, not a directory", dir))
+			}
+			return ConfigError(fmt.Errorf("--out %s: %s is a file, not a directory", dir, p))
+		case err == nil:
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return ConfigError(fmt.Errorf("--out %s: %w", dir, err))
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
+}
+
+// noRepeats refuses a flag value given twice (--contract X --contract X
+// would run X twice and write two rows).
+func noRepeats(flag string, values []string) error {
+	seen := map[string]bool{}
+	for _, v := range values {
+		if seen[v] {
+			return ConfigError(fmt.Errorf("--%s %s: given twice", flag, reports.Clip(v)))
+		}
+		seen[v] = true
+	}
+	return nil
+}
 
 // checkRun validates what a run was asked before it connects to any broker:
 // --out, --jobs, the selection and the baseline, which must name only targets
@@ -19,10 +191,16 @@ const maxJobs = 10000
 // configuration error, exit 3, not a regression). It returns the selection
 // and the baseline (nil without --baseline).
 func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
-	if o.Out == "" {
-		return nil, nil, ConfigError(fmt.Errorf("--out: empty: name the directory for result.json and the reports"))
+	if err := checkOut(o.Out); err != nil {
+		return nil, nil, err
 	}
-	if err := checkJobs(o.Jobs); err != nil {
+	if err := checkRunFlags(o); err != nil {
+		return nil, nil, err
+	}
+	if err := noRepeats("contract", o.Contracts); err != nil {
+		return nil, nil, err
+	}
+	if err := noRepeats("scenario", o.Scenarios); err != nil {
 		return nil, nil, err
 	}
 	cs, err := selection(*o)
@@ -34,6 +212,13 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		return nil, nil, err
 	}
 	cs, o.plans = append(cs, pcs...), infos
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.ID] {
+			return nil, nil, ConfigError(fmt.Errorf("%s: selected twice (--scenario all holds every seed scenario)", c.ID))
+		}
+		seen[c.ID] = true
+	}
 	if len(pcs) == len(cs) && len(pcs) > 0 && !o.SeedSet {
 		o.Seed = infos[pcs[0].ID].seed // the document's seed: the plan's
 	}
@@ -58,11 +243,8 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 	return cs, bl, nil
 }
 
-func checkJobs(n int) error {
-	if n < 0 || n > maxJobs {
-		return ConfigError(fmt.Errorf("--jobs %d: want 1 to %d (0: each contract's default)", n, maxJobs))
-	}
-	return nil
+func checkJobs(command string, n int) error {
+	return checkBounds(command, map[string]int64{"jobs": int64(n)})
 }
 
 // targetNames returns the names the run's targets will have, from their specs

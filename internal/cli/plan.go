@@ -25,7 +25,7 @@ func Plan(o PlanOptions, stdout io.Writer) error {
 	if (o.Contract == "") == (o.Scenario == "") {
 		return ConfigError(fmt.Errorf("plan: name one --contract or one --scenario"))
 	}
-	if err := checkJobs(o.Jobs); err != nil {
+	if err := checkJobs("plan", o.Jobs); err != nil {
 		return err
 	}
 	var c *contracts.Contract

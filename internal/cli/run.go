@@ -294,12 +294,6 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.Trials < 0 {
-		return ConfigError(fmt.Errorf("--trials %d: want a positive number", o.Trials))
-	}
-	if o.Parallel < 0 {
-		return ConfigError(fmt.Errorf("--parallel %d: want a positive number (0: the default)", o.Parallel))
-	}
 	lw := &logWriter{w: stderr}
 	ts := o.resolved
 	if ts == nil {
