@@ -1,10 +1,7 @@
 package checker
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,47 +12,25 @@ import (
 // ReadOps streams a JSONL history (one history.Op per line, the format
 // history.Writer writes) from r and calls fn with each operation in order. fn
 // must not keep op: it is reused. A torn last line (its writer was killed
-// mid-write) is dropped; a malformed line elsewhere is an error naming its
-// line number. It returns the number of operations read.
+// mid-write, before the record's newline) is dropped; a malformed line
+// elsewhere, or one that is no record (history.Op.Check), is an error naming
+// its line number (history.Lines). It returns the number of operations read.
 func ReadOps(r io.Reader, fn func(op *history.Op)) (int, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
 	d := &decoder{}
 	var op history.Op
-	var pending error
-	var long []byte
-	n, line := 0, 0
-	for {
-		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], b...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
+	n := 0
+	err := history.Lines(r, func(line []byte, _ int) error {
+		if err := d.parse(line, &op); err != nil {
+			return err
 		}
-		if len(b) > 0 {
-			line++
-			if pending != nil {
-				return n, pending
-			}
-			t := bytes.TrimSpace(b)
-			if len(t) > 0 {
-				if perr := d.parse(t, &op); perr != nil {
-					pending = fmt.Errorf("history line %d: %w", line, perr)
-				} else {
-					fn(&op)
-					n++
-				}
-			}
+		if err := op.Check(); err != nil {
+			return err
 		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("history: %w", err)
-		}
-	}
+		fn(&op)
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // CheckReader judges a JSONL history read from r, operation by operation, with

@@ -5,7 +5,9 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -177,31 +179,89 @@ func (t Tee) Record(op Op) {
 	}
 }
 
-// Read parses a JSONL history. A torn last line (the writer was killed mid-write)
-// is dropped; a malformed line elsewhere is an error naming its line number.
+// Check reports whether op is a record at all: a known type and a name of
+// what it does (a line such as {} or {"foo": 1} decodes to an empty Op).
+func (o *Op) Check() error {
+	switch o.Type {
+	case Invoke, OK, Fail, Info:
+	default:
+		return fmt.Errorf("type %q: want invoke, ok, fail or info", clip(string(o.Type)))
+	}
+	if o.F == "" {
+		return fmt.Errorf("no f: want what the operation does (enqueue, lease, commit, ...)")
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// MaxLine bounds one record of a history file.
+const MaxLine = 16 << 20
+
+// Lines calls fn with each non-blank line of a JSONL history and its number;
+// fn's error for a line ends the reading with that error, unless the line is
+// torn: the last one, without its newline (its writer was killed mid-write:
+// Writer ends every record with one), which is dropped. A garbage line with
+// its newline is never dropped. The slice fn gets is reused.
+func Lines(r io.Reader, fn func(line []byte, n int) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	n := 0
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], b...)
+			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= MaxLine {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			if len(long) > MaxLine {
+				return fmt.Errorf("history line %d: longer than %d bytes", n+1, MaxLine)
+			}
+			b = long
+		}
+		if len(b) > 0 {
+			n++
+			torn := b[len(b)-1] != '\n'
+			if t := bytes.TrimSpace(b); len(t) > 0 {
+				if ferr := fn(t, n); ferr != nil && !torn {
+					return fmt.Errorf("history line %d: %w", n, ferr)
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+}
+
+// Read parses a JSONL history. A torn last line (the writer was killed
+// mid-write, before the newline that ends every record) is dropped; a
+// malformed line anywhere else, or one that is not a record (Check), is an
+// error naming its line number.
 func Read(r io.Reader) ([]Op, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	var ops []Op
-	var pending error
-	line := 0
-	for sc.Scan() {
-		line++
-		if pending != nil {
-			return nil, pending
-		}
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
+	err := Lines(r, func(line []byte, _ int) error {
 		var op Op
-		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
-			pending = fmt.Errorf("history line %d: %w", line, err)
-			continue
+		if err := json.Unmarshal(line, &op); err != nil {
+			return err
+		}
+		if err := op.Check(); err != nil {
+			return err
 		}
 		ops = append(ops, op)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return ops, nil
 }

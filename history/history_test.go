@@ -105,6 +105,12 @@ func TestRead(t *testing.T) {
 		{name: "malformed first line", input: "garbage\n" + good, wantErr: "line 1"},
 		{name: "malformed line 4 of 5", input: good + sample()[2].String() + "\n[1,2]\n" + sample()[3].String() + "\n", wantErr: "line 4"},
 		{name: "wrong field type", input: `{"t":"yesterday"}` + "\n" + good, wantErr: "line 1"},
+		{name: "malformed last line with its newline", input: good + "garbage\n", wantErr: "line 3"},
+		{name: "malformed only line with its newline", input: "garbage\n", wantErr: "line 1"},
+		{name: "an object that is no record", input: good + "{}\n", wantErr: `line 3: type ""`},
+		{name: "an unknown type", input: `{"t":1,"process":"w1","type":"maybe","f":"lease"}` + "\n", wantErr: `type "maybe"`},
+		{name: "no f", input: `{"t":1,"process":"w1","type":"ok"}` + "\n", wantErr: "no f"},
+		{name: "torn record that is no record", input: good + `{}`, want: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,12 @@ func Check(o CheckOptions, stdout io.Writer) error {
 	}
 	r, err := checker.CheckFile(o.History, ff.Final, opts)
 	if err != nil {
-		return ConfigError(err)
+		return ConfigError(fmt.Errorf("%s: %w", o.History, err))
+	}
+	if r.Ops == 0 {
+		// Nothing to judge is not a verdict: an empty file, or one whose only
+		// line was torn, is not a history.
+		return ConfigError(fmt.Errorf("history %s: no operation: want one JSON record per line (docs/checker.md)", o.History))
 	}
 	switch o.Format {
 	case "", "text":

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,6 +36,15 @@ func TestCheckCommand(t *testing.T) {
 		{"missing history", CheckOptions{History: "nope.jsonl"}, ExitConfig, nil},
 		{"unreadable final state", CheckOptions{History: clean, Final: clean}, ExitConfig, nil},
 		{"bad format", CheckOptions{History: clean, Final: cleanFinal, Format: "xml"}, ExitConfig, nil},
+		// Nothing to judge, or garbage, is an error, never a verdict.
+		{"empty file", CheckOptions{History: historyFile(t, "")}, ExitConfig, nil},
+		{"only blank lines", CheckOptions{History: historyFile(t, "\n\n")}, ExitConfig, nil},
+		{"only a garbage line", CheckOptions{History: historyFile(t, "garbage\n")}, ExitConfig, nil},
+		{"only a torn line", CheckOptions{History: historyFile(t, `{"t":1,"process":"w1","se`)}, ExitConfig, nil},
+		{"a line that is no record", CheckOptions{History: historyFile(t, "{}\n")}, ExitConfig, nil},
+		{"an unknown type", CheckOptions{History: historyFile(t, `{"t":1,"process":"w1","type":"maybe","f":"lease"}`+"\n")}, ExitConfig, nil},
+		{"a garbage last line", CheckOptions{History: historyFile(t, firstLines(t, clean, 5)+"garbage\n")}, ExitConfig, nil},
+		{"a torn last line is dropped", CheckOptions{History: historyFile(t, firstLines(t, clean, 5)+`{"t":1,"pro`)}, ExitUnknown, []string{"(5 operations, no final state)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +68,27 @@ func TestCheckCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Properties[checker.MovedByBroker].Valid != checker.Invalid || len(r.Violations) == 0 || len(r.Violations[0].Facts) == 0 {
 		t.Fatalf("json result: %v, %+v", err, r.Properties[checker.MovedByBroker])
 	}
+}
+
+// historyFile writes a history file with content.
+func historyFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// firstLines is the first n lines of a file, each with its newline.
+func firstLines(t *testing.T, path string, n int) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	return strings.Join(lines[:n], "")
 }
 
 // selftest names the property that let a sabotage through.
