@@ -214,6 +214,14 @@ type Difference struct {
 	Expected, Got    contracts.Verdict
 }
 
+// Improvement reports whether d is good news: a violation, unknown or skip
+// the baseline expects that now passes. The gate fails on it all the same,
+// until the baseline is updated: a gate that let it by would let the contract
+// slip back unnoticed. Every other difference is a regression.
+func (d Difference) Improvement() bool {
+	return d.Got == contracts.Pass && d.Expected != "" && d.Expected != contracts.Pass
+}
+
 func (d Difference) String() string {
 	exp, got := string(d.Expected), string(d.Got)
 	if exp == "" {
@@ -222,7 +230,42 @@ func (d Difference) String() string {
 	if got == "" {
 		got = "(not measured)"
 	}
-	return fmt.Sprintf("%s: %s %s → %s", d.Target, d.Contract, exp, got)
+	line := fmt.Sprintf("%s: %s %s → %s", d.Target, d.Contract, exp, got)
+	if d.Improvement() {
+		line += " (improvement: update the baseline to expect it)"
+	}
+	return line
+}
+
+// GateSummary is the gate's first line over its differences: how many are
+// regressions and how many improvements (which fail the gate too, until the
+// baseline expects them).
+func GateSummary(diffs []Difference) string {
+	if len(diffs) == 0 {
+		return "baseline: every verdict as expected"
+	}
+	better := 0
+	for _, d := range diffs {
+		if d.Improvement() {
+			better++
+		}
+	}
+	var parts []string
+	if worse := len(diffs) - better; worse > 0 {
+		parts = append(parts, plural(worse, "regression", "regressions"))
+	}
+	if better > 0 {
+		parts = append(parts, plural(better, "improvement", "improvements")+
+			" (the gate fails until the baseline expects the new verdict)")
+	}
+	return "baseline: " + strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // Compare checks a document against a baseline. It returns the regressions:

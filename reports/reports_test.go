@@ -272,6 +272,10 @@ func TestBaseline(t *testing.T) {
 			[]string{"redis/aof: durability.ack pass → violation", "redis/aof: order.fifo pass → skipped"}},
 		{"unlisted violation", write(`{"redis/aof": {"lease.redelivery": "unknown", "order.fifo": "skipped"}}`),
 			[]string{"redis/aof: durability.ack (not in baseline) → violation"}},
+		{"improvements", write(`{"mem": {"lease.redelivery": "violation", "durability.ack": "unknown"},
+			"redis/aof": {"lease.redelivery": "unknown", "durability.ack": "violation", "order.fifo": "skipped"}}`),
+			[]string{"mem: lease.redelivery violation → pass (improvement: update the baseline to expect it)",
+				"mem: durability.ack unknown → pass (improvement: update the baseline to expect it)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,6 +295,43 @@ func TestBaseline(t *testing.T) {
 	}
 	if _, err := ReadBaseline(write(`{"mem": {"lease.redelivery": "passed"}}`)); err == nil || !strings.Contains(err.Error(), `"passed"`) {
 		t.Errorf("a bad verdict in a baseline: err = %v, want one naming it", err)
+	}
+}
+
+// TestGateSummary: the gate's first line tells regressions from
+// improvements, and says that an improvement fails the gate too.
+func TestGateSummary(t *testing.T) {
+	diff := func(exp, got contracts.Verdict) Difference {
+		return Difference{Target: "mem", Contract: "lease.redelivery", Expected: exp, Got: got}
+	}
+	tests := []struct {
+		name  string
+		diffs []Difference
+		want  string
+	}{
+		{"none", nil, "baseline: every verdict as expected"},
+		{"pass → violation", []Difference{diff(contracts.Pass, contracts.Violated)}, "baseline: 1 regression"},
+		{"violation → pass", []Difference{diff(contracts.Violated, contracts.Pass)},
+			"baseline: 1 improvement (the gate fails until the baseline expects the new verdict)"},
+		{"skipped → pass", []Difference{diff(contracts.Skipped, contracts.Pass)},
+			"baseline: 1 improvement (the gate fails until the baseline expects the new verdict)"},
+		{"violation → unknown", []Difference{diff(contracts.Violated, contracts.Unknown)}, "baseline: 1 regression"},
+		{"pass → not measured", []Difference{diff(contracts.Pass, "")}, "baseline: 1 regression"},
+		{"unlisted violation", []Difference{diff("", contracts.Violated)}, "baseline: 1 regression"},
+		{"both", []Difference{diff(contracts.Pass, contracts.Skipped), diff(contracts.Unknown, contracts.Pass), diff(contracts.Pass, contracts.Unknown)},
+			"baseline: 2 regressions, 1 improvement (the gate fails until the baseline expects the new verdict)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := GateSummary(tc.diffs); got != tc.want {
+				t.Errorf("GateSummary = %q, want %q", got, tc.want)
+			}
+			for _, d := range tc.diffs {
+				if strings.Contains(d.String(), "improvement") != d.Improvement() || d.Improvement() != (d.Got == contracts.Pass) {
+					t.Errorf("%s: improvement %v", d, d.Improvement())
+				}
+			}
+		})
 	}
 }
 

@@ -141,6 +141,13 @@ func TestBaselineGate(t *testing.T) {
 	if out, _, err := runCLI(t, o); err != nil {
 		t.Fatalf("baseline that accepts %v: exit %d\n%s", verdicts, Code(err), out)
 	}
+	// Back on the first configuration, the accepted violations now pass: an
+	// improvement, named so, which fails the gate until the baseline says so.
+	o.Config = cfg
+	out, _, err = runCLI(t, o)
+	if Code(err) != ExitViolation || !strings.Contains(out, "improvement") || strings.Contains(out, "regression") || !strings.Contains(out, "violation → pass (improvement") {
+		t.Fatalf("improved configuration: exit %d, output\n%s\nwant exit 1 and improvements, no regression", Code(err), out)
+	}
 }
 
 func TestSeveralTargetsAndCompare(t *testing.T) {

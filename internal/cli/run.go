@@ -697,11 +697,10 @@ func appendSummary(path string, doc *reports.Document) error {
 // on any, 0 when every verdict is the expected one.
 func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) error {
 	diffs := bl.Compare(doc)
+	fmt.Fprintln(stdout, reports.GateSummary(diffs))
 	if len(diffs) == 0 {
-		fmt.Fprintf(stdout, "baseline: every verdict as expected\n")
 		return nil
 	}
-	fmt.Fprintf(stdout, "baseline: %d regression(s)\n", len(diffs))
 	for _, d := range diffs {
 		fmt.Fprintln(stdout, d.String())
 		for _, r := range doc.Results {
