@@ -152,6 +152,47 @@ func TestParseErrors(t *testing.T) {
 		{"json unknown field", `{"format": "durachk.plan/v1", "seed": 1, "jobs": [{"id": "a"}], "extra": 1}`, "field extra not found"},
 		{"unknown sabotage", minimal + "sabotage: nope\n", `sabotage "nope": want one of`},
 	}
+	job := func(fields string) string { return strings.Replace(minimal, "- id: a", "- id: a\n    "+fields, 1) }
+	fault := func(fields string) string { return minimal + "faults:\n  - " + fields + "\n" }
+	// The bounds of every numeric field, just past each end.
+	cases = append(cases, []struct{ name, text, want string }{
+		{"workers 65", minimal + "workers: 65\n", "workers 65: want 1 to 64"},
+		{"workers -1", minimal + "workers: -1\n", "workers -1: want 1 to 64"},
+		{"lease 99ms", minimal + "lease: 99ms\n", "lease 99ms: want 100ms to 1h0m0s"},
+		{"lease 61m", minimal + "lease: 61m\n", "lease 1h1m0s: want 100ms to 1h0m0s"},
+		{"poll 9ms", minimal + "poll: 9ms\n", "poll 9ms: want 10ms to 1m0s"},
+		{"poll 61s", minimal + "poll: 61s\n", "poll 1m1s: want 10ms to 1m0s"},
+		{"limit 999ms", minimal + "limit: 999ms\n", "limit 999ms: want 1s to 24h0m0s"},
+		{"limit 1000000h", minimal + "limit: 1000000h\n", "limit 1000000h0m0s: want 1s to 24h0m0s"},
+		{"idle polls", minimal + "workers: 64\nlimit: 24h\n", "workers 64 × limit 24h0m0s ÷ poll 200ms = 27648000: want at most 2000000"},
+		{"idle polls at a fast poll", minimal + "workers: 1\npoll: 10ms\nlimit: 6h\n", "want at most 2000000"},
+		{"20001 jobs", job("count: 20000") + "  - id: b\n", "jobs: 20001 with their counts: want at most 20000"},
+		{"count 20001", job("count: 20001"), "jobs: 20001 with their counts: want at most 20000"},
+		{"count -1", job("count: -1"), "count -1: want 1 to 20000"},
+		{"1001 faults", minimal + "faults:\n" + strings.Repeat("  - kind: crash_at\n    point: mid_commit\n    nth: 1\n", 1001), "faults: 1001: want at most 1000"},
+		{"at past the limit", job("at: 5m1s"), "at 5m1s: want at most the plan's limit (5m0s)"},
+		{"at 999999h", minimal + "limit: 24h\n" + job("at: 999999h")[len(minimal):], ""},
+		{"last of a count past the limit", job("count: 3\n    at: 4m\n    every: 31s"), "the last is sent after the plan's limit 5m0s"},
+		{"every past the limit", job("count: 20000\n    every: 2562047h"), "the last is sent after the plan's limit"},
+		{"version 0 is the default, 1000001 is not", job("version: 1000001"), "version 1000001: want 1 to 1000000"},
+		{"version -1", job("version: -1"), "version -1: want 1 to 1000000"},
+		{"max_attempts 1001", job("max_attempts: 1001"), "max_attempts 1001: want 1 to 1000"},
+		{"max_attempts -1", job("max_attempts: -1"), "max_attempts -1: want 1 to 1000"},
+		{"fail_transient 1001", job("fail_transient: 1001"), "fail_transient 1001: want -1 (forever) or a number of attempts from 0 to 1000"},
+		{"fail_below_version 1000001", job("fail_below_version: 1000001"), "fail_below_version 1000001: want 0 to 1000000"},
+		{"fail_below_version -1", job("fail_below_version: -1"), "fail_below_version -1: want 0 to 1000000"},
+		{"deadline 25h", job("deadline: 25h"), "deadline 25h0m0s: want at most a day"},
+		{"slow past the limit", job("slow: 6m"), "slow 6m0s: want at most the plan's limit"},
+		{"age_budget 25h", job("age_budget: 25h"), "age_budget 25h0m0s: want at most a day"},
+		{"nth 1000001", fault("kind: crash_at\n    point: mid_commit\n    nth: 1000001"), "nth 1000001: want at most 1000000"},
+		{"fault at past the limit", fault("kind: kill\n    process: w1\n    at: 6m"), "at 6m0s: want at most the plan's limit"},
+		{"fault for past the limit", fault("kind: link_down\n    link: broker\n    for: 6m"), "for 6m0s: want at most the plan's limit"},
+		{"delay 61s", fault("kind: latency\n    link: broker\n    for: 1s\n    delay: 61s"), "delay 1m1s: want at most a minute"},
+		{"jitter 61s", fault("kind: latency\n    link: broker\n    for: 1s\n    delay: 1s\n    jitter: 61s"), "jitter 1m1s: want at most a minute"},
+		{"rate 0 where needed", fault("kind: reset\n    link: broker\n    for: 1s"), "rate 0: want a probability"},
+	}...)
+	// "at 999999h" above: the limit is checked first, then the job.
+	cases = slices.DeleteFunc(cases, func(c struct{ name, text, want string }) bool { return c.want == "" })
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := plans.Parse([]byte(tc.text), "x.yaml")
@@ -169,6 +210,27 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error is not one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestBoundsTakeWhatDurachkWrites: the plans durachk writes are within the
+// bounds: every catalogue contract and seed scenario at the default and the
+// largest --jobs, and the field values at each end of their bounds.
+func TestBoundsTakeWhatDurachkWrites(t *testing.T) {
+	// FromContract validates the plan it writes (TestRoundTrip reads the
+	// default ones back from their files).
+	for _, c := range append(append([]*contracts.Contract{}, contracts.Catalogue...), contracts.SeedScenarios...) {
+		if _, err := plans.FromContract(c, 1, 10000); err != nil {
+			t.Errorf("%s with --jobs 10000: %v", c.ID, err)
+		}
+	}
+	edges := minimal + "workers: 64\nlease: 1h\npoll: 1m\nlimit: 24h\nfaults:\n" +
+		"  - kind: crash_at\n    point: mid_commit\n    nth: 1000000\n" +
+		"  - kind: latency\n    link: broker\n    at: 24h\n    for: 24h\n    delay: 1m\n    jitter: 1m\n"
+	edges = strings.Replace(edges, "- id: a", "- id: a\n    count: 20000\n    every: 4s\n    version: 1000000\n    max_attempts: 1000\n"+
+		"    fail_transient: 1000\n    fail_below_version: 1000000\n    deadline: 24h\n    slow: 24h\n    age_budget: 24h", 1)
+	if _, err := plans.Parse([]byte(edges), "edges"); err != nil {
+		t.Fatalf("a plan at the edges of every bound: %v", err)
 	}
 }
 

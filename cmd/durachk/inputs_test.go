@@ -65,6 +65,13 @@ func fixtures(t *testing.T, dir string) {
 	write("garbage.yaml", "\x00\x01\x02 ::: [\n")
 	write("plan-unknown-field.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\n    colour: red\n")
 	write("plan-bad-fault.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\nfaults:\n  - kind: reply_loss\n    link: store\n    for: 1s\n    rate: 7\n")
+	write("plan-long-gap.yaml", "format: durachk.plan/v1\nseed: 1\nlimit: 1000000h\njobs:\n  - id: a\n    at: 999999h\n")
+	write("plan-late-job.yaml", "format: durachk.plan/v1\nseed: 1\nlimit: 1h\njobs:\n  - id: a\n    at: 2h\n")
+	write("plan-idle.yaml", "format: durachk.plan/v1\nseed: 1\nworkers: 64\nlimit: 24h\njobs:\n  - id: a\n")
+	write("plan-many-jobs.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\n    count: 20000\n  - id: b\n")
+	write("empty.jsonl", "")
+	write("garbage.jsonl", "garbage\n")
+	write("a-file", "not a directory\n")
 	write("baseline-empty.json", "{}\n")
 	write("baseline-unknown-contract.json", `{"mem": {"no.such": "pass"}}`)
 	write("baseline-unmeasured-target.json", `{"mem": {"lease.redelivery": "pass"}, "redis-aof": {"lease.redelivery": "pass"}}`)
@@ -107,6 +114,7 @@ func fixtures(t *testing.T, dir string) {
 		}
 	})
 	doctor("wrong-schema.json", func(doc map[string]any) { doc["schema"] = "durachk.result/v0" })
+	doctor("huge-jobs.json", func(doc map[string]any) { doc["jobs"] = 1_000_000_000 })
 	write("truncated.json", string(b[:len(b)/2]))
 }
 
@@ -209,6 +217,30 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "result with a history outside histories/", args: []string{"report", "escape.json"}, want: "is not a file in histories/"},
 		{name: "replay --target not in the result", args: []string{"replay", "--target", "mem?name=other", "honest/result.json"}, want: `named "other", which`},
 		{name: "replay of a contract the result lacks", args: []string{"replay", "--contract", "order.fifo", "honest/result.json"}, want: "has no result of order.fifo"},
+
+		// Issue 20: bounds, checked before anything runs.
+		{name: "--trials 0", args: []string{"run", "--trials", "0"}, want: "--trials 0: want 1 to 1000"},
+		{name: "--trials 1000000000", args: []string{"run", "--trials", "1000000000"}, want: "--trials 1000000000: want 1 to 1000"},
+		{name: "--jobs × --trials", args: []string{"run", "--jobs", "10000", "--trials", "11"}, want: "--jobs 10000 × --trials 11"},
+		{name: "--parallel 1000", args: []string{"run", "--parallel", "1000"}, want: "--parallel 1000: want 1 to 64"},
+		{name: "explore --rounds 10000000", args: []string{"explore", "--rounds", "10000000"}, want: "--rounds 10000000: want 1 to 1000000"},
+		{name: "explore --duration 1000h", args: []string{"explore", "--duration", "1000h"}, want: "--duration 1000h: want 1s to 168h"},
+		{name: "explore --shrink-k over --shrink-n", args: []string{"explore", "--rounds", "1", "--shrink-k", "3", "--shrink-n", "2"}, want: "--shrink-k 3: want at most --shrink-n 2"},
+		{name: "plan --jobs 10001", args: []string{"plan", "--contract", "lease.redelivery", "--jobs", "10001"}, want: "--jobs 10001: want 1 to 10000"},
+		{name: "mem delivery_limit 5000", args: []string{"run", "--target", "mem?delivery_limit=5000"}, want: `delivery_limit="5000": want 0 (none) to 1000`},
+		{name: "plan with a limit of 1000000h", args: []string{"run", "--plan", "plan-long-gap.yaml"}, want: "limit 1000000h0m0s: want 1s to 24h0m0s"},
+		{name: "plan with a job after its limit", args: []string{"run", "--plan", "plan-late-job.yaml"}, want: "at 2h0m0s: want at most the plan's limit (1h0m0s)"},
+		{name: "plan that idles 64 workers a day", args: []string{"run", "--plan", "plan-idle.yaml"}, want: "workers 64 × limit 24h0m0s ÷ poll 200ms"},
+		{name: "plan of 20001 jobs", args: []string{"run", "--plan", "plan-many-jobs.yaml"}, want: "jobs: 20001 with their counts: want at most 20000"},
+		{name: "replay of a result with 10^9 jobs", args: []string{"replay", "huge-jobs.json"}, want: "jobs 1000000000: want 1 to 10000"},
+		// The smaller items of issue 20.
+		{name: "--contract given twice", args: []string{"run", "--contract", "lease.redelivery", "--contract", "lease.redelivery"}, want: "--contract lease.redelivery: given twice"},
+		{name: "a scenario in all and by name", args: []string{"run", "--scenario", "all", "--scenario", "poison-job"}, want: "scenario/poison-job: selected twice"},
+		{name: "selftest --contract given twice", args: []string{"selftest", "--contract", "order.fifo", "--contract", "order.fifo"}, want: "--contract order.fifo: given twice"},
+		{name: "--out names a file", args: []string{"run", "--out", "a-file"}, want: "--out a-file: is a file, not a directory"},
+		{name: "--out below a file", args: []string{"run", "--out", "a-file/x"}, want: "--out a-file/x: a-file is a file"},
+		{name: "check of an empty history", args: []string{"check", "empty.jsonl"}, want: "history empty.jsonl: no operation"},
+		{name: "check of a garbage line", args: []string{"check", "garbage.jsonl"}, want: "garbage.jsonl: history line 1: invalid character"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

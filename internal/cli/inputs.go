@@ -41,9 +41,21 @@ type Bound struct {
 
 func (b Bound) value(v int64) string {
 	if b.Duration {
-		return time.Duration(v).String()
+		return shortDuration(time.Duration(v))
 	}
 	return strconv.FormatInt(v, 10)
+}
+
+// shortDuration writes 168h and 5m where Go writes 168h0m0s and 5m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // String is the bound as the README writes it: "1 to 10000 (0: …)".

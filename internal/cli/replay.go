@@ -31,6 +31,10 @@ func Replay(ctx context.Context, o ReplayOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return ConfigError(err)
 	}
+	if doc.Jobs < 0 || doc.Jobs > maxJobs {
+		// No run could have written it: replaying it would allocate without bound.
+		return ConfigError(fmt.Errorf("replay: %s: jobs %d: want %s", o.Result, doc.Jobs, jobsBound))
+	}
 	infos := map[string]reports.TargetInfo{}
 	var names []string
 	for _, ti := range doc.Targets {
