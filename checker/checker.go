@@ -159,7 +159,15 @@ func (c *Checker) keyID(k string) uint32 {
 	return i
 }
 
-func (c *Checker) key(k string) *keyState { return c.keyList[c.keyID(k)-1] }
+// key is the state of key k; an empty key (a final state may name one) has
+// none to share: a fresh one, so that it never panics.
+func (c *Checker) key(k string) *keyState {
+	id := c.keyID(k)
+	if id == 0 {
+		return &keyState{}
+	}
+	return c.keyList[id-1]
+}
 
 func (c *Checker) proc(name string) *procState {
 	if p, ok := c.procs[name]; ok {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"unicode/utf8"
 
 	"github.com/durachk/durachk/history"
 )
@@ -157,8 +159,8 @@ func (d *decoder) fast(b []byte, op *history.Op) bool {
 		switch string(key) {
 		case "t", "seq", "token", "attempt":
 			n, neg, ni, ok := number(b, i)
-			if !ok {
-				return false
+			if !ok || string(key) != "token" && (n > math.MaxInt64 && !neg || n > 1<<63) {
+				return false // out of int64: encoding/json decides (and refuses it)
 			}
 			i = ni
 			switch string(key) {
@@ -231,6 +233,9 @@ func number(b []byte, i int) (uint64, bool, int, bool) {
 		i++
 	}
 	start := i
+	if i+1 < len(b) && b[i] == '0' && b[i+1] >= '0' && b[i+1] <= '9' {
+		return 0, false, i, false // a leading zero is not JSON: encoding/json refuses it
+	}
 	var n uint64
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
 		d := uint64(b[i] - '0')
@@ -270,7 +275,7 @@ func (d *decoder) str(b []byte, i int, named bool) (string, int, bool) {
 		return "", i, false
 	}
 	j := i + 1
-	escaped := false
+	escaped, ascii := false, true
 	for j < len(b) && b[j] != '"' {
 		switch {
 		case b[j] == '\\':
@@ -279,6 +284,8 @@ func (d *decoder) str(b []byte, i int, named bool) (string, int, bool) {
 			continue
 		case b[j] < 0x20:
 			return "", i, false
+		case b[j] >= 0x80:
+			ascii = false
 		}
 		j++
 	}
@@ -286,6 +293,9 @@ func (d *decoder) str(b []byte, i int, named bool) (string, int, bool) {
 		return "", i, false
 	}
 	raw := b[i+1 : j]
+	if !ascii && !utf8.Valid(raw) {
+		return "", i, false // encoding/json replaces invalid UTF-8: let it
+	}
 	if escaped {
 		s, ok := unescape(raw)
 		if !ok {

@@ -288,6 +288,21 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What it accepts is within the bounds: no plan runs unbounded.
+		if n, nf := p.Size(); n > plans.MaxJobs || nf > plans.MaxFaults || len(sc.Jobs) != n || sc.Limit > plans.MaxLimit ||
+			sc.Workers > plans.MaxWorkers || float64(sc.Workers)*float64(sc.Limit)/float64(sc.Poll) > plans.MaxIdlePolls {
+			t.Fatalf("accepted a plan out of bounds: %d jobs, %d faults, limit %v, %d workers, poll %v", n, nf, sc.Limit, sc.Workers, sc.Poll)
+		}
+		for _, j := range sc.Jobs {
+			if j.At > sc.Limit || j.Job.Version < 1 || j.Job.MaxAttempts < 1 {
+				t.Fatalf("accepted job %s at %v (limit %v), version %d, %d attempts", j.Job.ID, j.At, sc.Limit, j.Job.Version, j.Job.MaxAttempts)
+			}
+		}
+		for _, f := range sc.Plan.Faults {
+			if f.At > sc.Limit || f.For > sc.Limit {
+				t.Fatalf("accepted fault %v past the limit %v", f, sc.Limit)
+			}
+		}
 		out, err := p.Marshal(true)
 		if err != nil {
 			t.Fatal(err)
