@@ -8,8 +8,9 @@
 # Each runs a fixed number of inputs, not a time: go1.26's duration
 # -fuzztime can fail a clean run with "context deadline exceeded" at its end
 # (golang/go#75804), and a count keeps the work the same however loaded the
-# machine. The counts take about 2 s each on 2 idle cores; FUZZ_SCALE=10
-# fuzzes ten times as long. A failure leaves its input in the package's
+# machine. The counts take 1 to 8 s each (1.5 s of it building and replaying
+# the corpus), 32 s in all on 2 busy cores; FUZZ_SCALE=10 fuzzes ten times
+# as many inputs. A failure leaves its input in the package's
 # testdata/fuzz (go test -run=FuzzX/<name> replays it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
