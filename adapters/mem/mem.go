@@ -7,10 +7,8 @@
 package mem
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +60,8 @@ type Queue struct {
 	opts      Options
 	mu        sync.Mutex
 	nextID    int64
-	msgs      []*message // acceptance order
+	msgs      []*message         // acceptance order; compact drops the finished prefix
+	byID      map[int64]*message // every message accepted, finished ones too
 	dead      []*message
 	downUntil time.Time
 	closed    bool
@@ -81,7 +80,7 @@ func New(opts Options) *Queue {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Queue{opts: opts}
+	return &Queue{opts: opts, byID: map[int64]*message{}}
 }
 
 // Capabilities of the reference broker follow its options.
@@ -119,7 +118,9 @@ func (q *Queue) Enqueue(ctx context.Context, job adapters.Job) error {
 	}
 	q.nextID++
 	q.live++
-	q.msgs = append(q.msgs, &message{id: q.nextID, job: job, visibleAt: q.opts.Now()})
+	m := &message{id: q.nextID, job: job, visibleAt: q.opts.Now()}
+	q.msgs = append(q.msgs, m)
+	q.byID[m.id] = m
 	return nil
 }
 
@@ -190,13 +191,13 @@ func (q *Queue) current(d adapters.Delivery) (*message, error) {
 	if !ok || err != nil {
 		return nil, fmt.Errorf("mem: bad receipt %q", d.Receipt)
 	}
-	// msgs is in acceptance order, so in id order: a binary search, not a
-	// scan of every message queued (an ack per job made large runs quadratic).
-	i, found := slices.BinarySearchFunc(q.msgs, id, func(m *message, id int64) int { return cmp.Compare(m.id, id) })
+	// By id, not a scan of the queue (an ack per job made large runs
+	// quadratic), and whatever compact dropped since: an unfenced broker
+	// still takes the handle of a message acked long ago.
+	m, found := q.byID[id]
 	if !found {
 		return nil, adapters.ErrLeaseLost
 	}
-	m := q.msgs[i]
 	if q.opts.UnfencedAck {
 		return m, nil // whatever became of it: the handle is all it checks
 	}
@@ -315,6 +316,7 @@ func (q *Queue) Crash(down time.Duration) {
 	q.downUntil = q.opts.Now().Add(down)
 	if q.opts.Volatile {
 		q.msgs, q.dead, q.live = nil, nil, 0
+		clear(q.byID)
 	}
 }
 
@@ -326,6 +328,7 @@ func (q *Queue) PowerLoss(down time.Duration) {
 	q.downUntil = q.opts.Now().Add(down)
 	if q.opts.Volatile || q.opts.Unsynced {
 		q.msgs, q.dead, q.live = nil, nil, 0
+		clear(q.byID)
 	}
 }
 

@@ -506,6 +506,35 @@ func TestCompactKeepsReceiptsWorking(t *testing.T) {
 	}
 }
 
+// TestUnfencedAckAfterCompaction: the unfenced broker (a sabotage) takes a
+// stale handle of a message acked long ago, also once compact dropped it
+// from the queue (it did not: fencing.zombie's unfenced-ack went uncaught
+// with 100 jobs or more); the fenced broker refuses it either way.
+func TestUnfencedAckAfterCompaction(t *testing.T) {
+	for _, tc := range []struct {
+		unfenced bool
+		want     error
+	}{{true, nil}, {false, adapters.ErrLeaseLost}} {
+		q, c := newQ(t, Options{UnfencedAck: tc.unfenced})
+		mustEnqueue(t, q, job("zombie"))
+		stale := mustLease(t, q)
+		c.advance(lease + time.Second)
+		if err := q.Ack(ctx, mustLease(t, q)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			mustEnqueue(t, q, job(string(rune('A'+i%26))+string(rune('a'+i/26))))
+			if err := q.Ack(ctx, mustLease(t, q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		noJob(t, q) // compacts the acked prefix, the zombie's message with it
+		if err := q.Ack(ctx, stale); !errors.Is(err, tc.want) {
+			t.Errorf("unfenced %v: stale ack after compaction: %v, want %v", tc.unfenced, err, tc.want)
+		}
+	}
+}
+
 func TestCapabilities(t *testing.T) {
 	c := New(Options{FIFO: true}).Capabilities()
 	if c.Broker != "mem" || c.Lease != adapters.Native || c.LeaseExtension != adapters.Native || c.Token != adapters.Native ||
