@@ -37,6 +37,8 @@ type Bound struct {
 	// Zero says what 0 means where 0 is accepted below Min ("": it is not).
 	Zero     string
 	Duration bool
+	// Why a bound is lower than the rest of durachk's, said with the error.
+	Why string
 }
 
 func (b Bound) value(v int64) string {
@@ -72,6 +74,9 @@ func (b Bound) Check(flag string, v int64) error {
 	if v == 0 && b.Zero != "" || v >= b.Min && v <= b.Max {
 		return nil
 	}
+	if b.Why != "" {
+		return ConfigError(fmt.Errorf("--%s %s: want %s: %s", flag, b.value(v), b, b.Why))
+	}
 	return ConfigError(fmt.Errorf("--%s %s: want %s", flag, b.value(v), b))
 }
 
@@ -92,11 +97,15 @@ var Bounds = map[string]map[string]Bound{
 	// with the workload (retry.bounded's unbounded-retry at 10000 jobs records
 	// 4.5 million operations: 58 s, 2.5 GB). 1000 jobs show every sabotage
 	// caught in 3 s and 100 MB.
-	"selftest": {"jobs": {Min: 1, Max: 1000, Zero: "each contract's default, 24"}},
+	"selftest": {"jobs": {Min: 1, Max: 1000, Zero: "each contract's default, 24",
+		Why: "a sabotaged run may never drain and goes on to its limit, which grows with the workload"}},
 	"explore": {
-		"duration":     {Min: int64(time.Second), Max: int64(7 * 24 * time.Hour), Zero: "until --rounds", Duration: true},
-		"rounds":       {Min: 1, Max: 1_000_000, Zero: "until --duration"},
-		"jobs":         {Min: 1, Max: maxJobs},
+		"duration": {Min: int64(time.Second), Max: int64(7 * 24 * time.Hour), Zero: "until --rounds", Duration: true},
+		"rounds":   {Min: 1, Max: 1_000_000, Zero: "until --duration"},
+		// A round has 30 minutes of scenario time (explore's roundLimit): with
+		// 2 % of slow jobs (25 s) on as few as 3 workers, 6000 jobs left 1 of
+		// 48 rounds undrained (unknown), 5000 none.
+		"jobs":         {Min: 1, Max: 5000, Why: "a round drains about that many in its 30 minutes of scenario time"},
 		"max-faults":   {Min: 1, Max: 100},
 		"parallel":     {Min: 1, Max: 64, Zero: "one per CPU on mem, 1 on real targets"},
 		"shrink-tries": {Min: 1, Max: 100_000},
