@@ -69,6 +69,7 @@ func fixtures(t *testing.T, dir string) {
 	write("plan-late-job.yaml", "format: durachk.plan/v1\nseed: 1\nlimit: 1h\njobs:\n  - id: a\n    at: 2h\n")
 	write("plan-idle.yaml", "format: durachk.plan/v1\nseed: 1\nworkers: 64\nlimit: 24h\njobs:\n  - id: a\n")
 	write("plan-many-jobs.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\n    count: 20000\n  - id: b\n")
+	write("plan-20000.yaml", "format: durachk.plan/v1\nseed: 1\njobs:\n  - id: a\n    count: 20000\n")
 	write("empty.jsonl", "")
 	write("garbage.jsonl", "garbage\n")
 	write("a-file", "not a directory\n")
@@ -232,6 +233,7 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "plan with a job after its limit", args: []string{"run", "--plan", "plan-late-job.yaml"}, want: "at 2h0m0s: want at most the plan's limit (1h0m0s)"},
 		{name: "plan that idles 64 workers a day", args: []string{"run", "--plan", "plan-idle.yaml"}, want: "workers 64 × limit 24h0m0s ÷ poll 200ms"},
 		{name: "plan of 20001 jobs", args: []string{"run", "--plan", "plan-many-jobs.yaml"}, want: "jobs: 20001 with their counts: want at most 20000"},
+		{name: "plan of 20000 jobs × --trials 6", args: []string{"run", "--plan", "plan-20000.yaml", "--trials", "6"}, want: "--plan plan-20000.yaml: 20000 jobs × --trials 6"},
 		{name: "replay of a result with 10^9 jobs", args: []string{"replay", "huge-jobs.json"}, want: "jobs 1000000000: want 1 to 10000"},
 		// The smaller items of issue 20.
 		{name: "--contract given twice", args: []string{"run", "--contract", "lease.redelivery", "--contract", "lease.redelivery"}, want: "--contract lease.redelivery: given twice"},

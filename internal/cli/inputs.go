@@ -237,6 +237,12 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		return nil, nil, err
 	}
 	cs, o.plans = append(cs, pcs...), infos
+	for _, c := range pcs {
+		if pi, trials := infos[c.ID], cmp.Or(o.Trials, 1); pi.jobs*trials > maxJobRuns {
+			return nil, nil, ConfigError(fmt.Errorf("--plan %s: %d jobs × --trials %d: want at most %d jobs over a contract's trials (the run keeps every trial until the last one ends)",
+				pi.path, pi.jobs, trials, maxJobRuns))
+		}
+	}
 	seen := map[string]bool{}
 	for _, c := range cs {
 		if seen[c.ID] {

@@ -60,6 +60,7 @@ func Plan(o PlanOptions, stdout io.Writer) error {
 type planInfo struct {
 	path string
 	seed uint64
+	jobs int                 // the plan's jobs, count expanded
 	sab  *contracts.Sabotage // the plan's sabotage, or nil
 }
 
@@ -82,6 +83,7 @@ func loadPlans(paths []string) ([]*contracts.Contract, map[string]planInfo, erro
 			return nil, nil, ConfigError(err)
 		}
 		pi := planInfo{path: path, seed: p.Seed}
+		pi.jobs, _ = p.Size()
 		if p.Sabotage != "" {
 			if pi.sab, err = plans.LookupSabotage(p.Sabotage); err != nil {
 				return nil, nil, ConfigError(err)
