@@ -9,7 +9,7 @@
 # -fuzztime can fail a clean run with "context deadline exceeded" at its end
 # (golang/go#75804), and a count keeps the work the same however loaded the
 # machine. The counts take 1 to 8 s each (1.5 s of it building and replaying
-# the corpus), 32 s in all on 2 busy cores; FUZZ_SCALE=10 fuzzes ten times
+# the corpus), 30 to 37 s in all on 2 busy cores; FUZZ_SCALE=10 fuzzes ten times
 # as many inputs. A failure leaves its input in the package's
 # testdata/fuzz (go test -run=FuzzX/<name> replays it).
 set -euo pipefail
@@ -26,13 +26,13 @@ while read -r name pkg execs; do
   echo "fuzz: $name $pkg: $((execs * scale)) inputs in $(($(date +%s) - t0)) s"
 done <<'LIST'
 FuzzParse ./internal/targets 10000
-FuzzTargetSpec ./internal/cli 10000
+FuzzTargetSpec ./internal/cli 5000
 FuzzParse ./internal/config 20000
 FuzzParse ./plans 20000
 FuzzParseBaseline ./reports 20000
 FuzzDecodeJSON ./reports 10000
 FuzzResultFile ./internal/cli 1000
 FuzzRead ./history 50000
-FuzzCheck ./internal/cli 1500
+FuzzCheck ./internal/cli 1000
 LIST
 echo "fuzz: every target in $(($(date +%s) - start)) s"
