@@ -2,6 +2,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -295,9 +296,6 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 	return tw.Flush()
 }
 
-// maxSeeds bounds selftest --seeds.
-const maxSeeds = 1000
-
 // Selftest runs every sabotage of the selected contracts (and of the seed
 // scenarios that carry one) on o.Seeds seeds (0: one), successive from
 // o.Seed, and shows that the checker flags each run with the properties the
@@ -312,10 +310,10 @@ func Selftest(ctx context.Context, o RunOptions, stdout io.Writer) error {
 	if err := noRepeats("contract", o.Contracts); err != nil {
 		return err
 	}
-	if o.Seeds < 0 || o.Seeds > maxSeeds {
-		return ConfigError(fmt.Errorf("--seeds %d: want 1 to %d", o.Seeds, maxSeeds))
+	seeds := cmp.Or(o.Seeds, 1) // the Go API's zero value; the flag refuses --seeds 0
+	if err := checkBounds("selftest", map[string]int64{"seeds": int64(seeds)}); err != nil {
+		return err
 	}
-	seeds := max(o.Seeds, 1)
 	rs := o.resolved
 	if rs == nil {
 		var err error

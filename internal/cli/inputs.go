@@ -25,6 +25,9 @@ import (
 // (tools/bench-jobs.sh).
 const maxJobs = 10000
 
+// maxSeeds bounds selftest --seeds.
+const maxSeeds = 1000
+
 // maxJobRuns bounds --jobs × --trials: the trials of a contract are kept
 // until the last one ends, history and all.
 const maxJobRuns = 100_000
@@ -97,8 +100,11 @@ var Bounds = map[string]map[string]Bound{
 	// with the workload (retry.bounded's unbounded-retry at 10000 jobs records
 	// 4.5 million operations: 58 s, 2.5 GB). 1000 jobs show every sabotage
 	// caught in 3 s and 100 MB.
-	"selftest": {"jobs": {Min: 1, Max: 1000, Zero: "each contract's default, 24",
-		Why: "a sabotaged run may never drain and goes on to its limit, which grows with the workload"}},
+	"selftest": {
+		"jobs": {Min: 1, Max: 1000, Zero: "each contract's default, 24",
+			Why: "a sabotaged run may never drain and goes on to its limit, which grows with the workload"},
+		"seeds": {Min: 1, Max: maxSeeds},
+	},
 	"explore": {
 		"duration": {Min: int64(time.Second), Max: int64(7 * 24 * time.Hour), Zero: "until --rounds", Duration: true},
 		"rounds":   {Min: 1, Max: 1_000_000, Zero: "until --duration"},
