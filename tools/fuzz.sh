@@ -9,7 +9,7 @@
 # -fuzztime can fail a clean run with "context deadline exceeded" at its end
 # (golang/go#75804), and a count keeps the work the same however loaded the
 # machine. The counts take 1 to 8 s each (1.5 s of it building and replaying
-# the corpus), 30 to 37 s in all on 2 busy cores; FUZZ_SCALE=10 fuzzes ten times
+# the corpus), 32 to 42 s in all on 2 cores at load 5 to 10; FUZZ_SCALE=10 fuzzes ten times
 # as many inputs. A failure leaves its input in the package's
 # testdata/fuzz (go test -run=FuzzX/<name> replays it).
 set -euo pipefail
