@@ -15,12 +15,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scale="${FUZZ_SCALE:-1}"
+log="$(mktemp -t durachk-fuzz-XXXX.log)"
+trap 'rm -f "$log"' EXIT
 start=$(date +%s)
 while read -r name pkg execs; do
   t0=$(date +%s)
-  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$((execs * scale))x" -fuzzminimizetime 200x "$pkg" >"${TMPDIR:-/tmp}/durachk-fuzz.log" 2>&1 || {
+  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$((execs * scale))x" -fuzzminimizetime 200x "$pkg" >"$log" 2>&1 || {
     echo "fuzz: $name ($pkg) failed:" >&2
-    tail -30 "${TMPDIR:-/tmp}/durachk-fuzz.log" >&2
+    tail -30 "$log" >&2
     exit 1
   }
   echo "fuzz: $name $pkg: $((execs * scale)) inputs in $(($(date +%s) - t0)) s"
