@@ -6,6 +6,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -19,14 +20,103 @@ type Column struct {
 	MeasuredOn  string
 	// Source is the result.json the column came from ("" : this document).
 	Source string
+	// Kind is the target kind; Settings its effective knobs (TargetInfo).
+	Kind     string
+	Settings map[string]string
+	// Differs tells this column from the others of its kind: each setting
+	// whose value differs among them ("appendfsync=always", "appendfsync
+	// unset"), then "on <measured on>" when the broker versions differ. Empty
+	// when it is the only column of its kind or they all agree.
+	Differs []string
 }
 
-// Label is the column's heading: the target name and its fingerprint.
+// Label is the column's heading: the target name, what tells it from the
+// other columns of its kind, and its fingerprint.
 func (c Column) Label() string {
-	if c.Fingerprint == "" {
-		return c.Target
+	l := c.Target
+	if len(c.Differs) > 0 {
+		l += " [" + strings.Join(c.Differs, " ") + "]"
 	}
-	return c.Target + " (" + c.Fingerprint[:min(7, len(c.Fingerprint))] + ")"
+	if c.Fingerprint == "" {
+		return l
+	}
+	return l + " (" + c.Fingerprint[:min(7, len(c.Fingerprint))] + ")"
+}
+
+// DifferingSettings returns, sorted, the keys whose values differ among
+// several targets' settings: a key one of them lacks differs from any value
+// the others give it. With fewer than two, none differ.
+func DifferingSettings(settings []map[string]string) []string {
+	if len(settings) < 2 {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, s := range settings {
+		for k := range s {
+			keys[k] = true
+		}
+	}
+	var out []string
+	for k := range keys {
+		v0, ok0 := settings[0][k]
+		for _, s := range settings[1:] {
+			if v, ok := s[k]; ok != ok0 || v != v0 {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// distinguish fills each column's Differs: among the columns of one kind,
+// the settings whose values differ, and the broker version when it does. It
+// returns what differs, once each, sorted ("broker version" for versions).
+func distinguish(cols []Column) []string {
+	differ := map[string]bool{}
+	byKind := map[string][]int{}
+	for i, c := range cols {
+		byKind[c.Kind] = append(byKind[c.Kind], i)
+	}
+	for _, idx := range byKind {
+		if len(idx) < 2 {
+			continue
+		}
+		var ss []map[string]string
+		versions := map[string]bool{}
+		for _, i := range idx {
+			ss = append(ss, cols[i].Settings)
+			versions[cols[i].MeasuredOn] = true
+		}
+		keys := DifferingSettings(ss)
+		for _, k := range keys {
+			differ[k] = true
+		}
+		if len(versions) > 1 {
+			differ["broker version"] = true
+		}
+		for _, i := range idx {
+			var d []string
+			for _, k := range keys {
+				if v, ok := cols[i].Settings[k]; ok {
+					d = append(d, k+"="+v)
+				} else {
+					d = append(d, k+" unset")
+				}
+			}
+			if len(versions) > 1 {
+				d = append(d, "on "+cols[i].MeasuredOn)
+			}
+			cols[i].Differs = d
+		}
+	}
+	out := make([]string, 0, len(differ))
+	for k := range differ {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Cell is one verdict of a matrix; an empty Verdict: not run there.
@@ -43,6 +133,10 @@ type Matrix struct {
 	Contracts []string
 	Columns   []Column
 	Cells     [][]Cell // [row][column]
+	// Differing names what differs between columns of one kind: their
+	// settings (DifferingSettings) and "broker version"; each column's
+	// Differs gives its values.
+	Differing []string
 }
 
 // NewMatrix builds the matrix of one or more documents. sources[i] is the path
@@ -63,7 +157,12 @@ func NewMatrix(docs []*Document, sources []string) Matrix {
 		}
 		for _, ti := range d.Targets {
 			col[colKey{i, ti.Name}] = len(m.Columns)
-			m.Columns = append(m.Columns, Column{Target: ti.Name, Fingerprint: ti.Fingerprint, MeasuredOn: ti.MeasuredOn, Source: src})
+			kind := ti.Kind
+			if kind == "" {
+				kind = ti.Broker
+			}
+			m.Columns = append(m.Columns, Column{Target: ti.Name, Fingerprint: ti.Fingerprint, MeasuredOn: ti.MeasuredOn, Source: src,
+				Kind: kind, Settings: ti.Settings})
 		}
 		for _, r := range d.Results {
 			if _, ok := row[r.Contract]; !ok {
@@ -72,10 +171,11 @@ func NewMatrix(docs []*Document, sources []string) Matrix {
 			}
 			if _, ok := col[colKey{i, r.Target}]; !ok {
 				col[colKey{i, r.Target}] = len(m.Columns)
-				m.Columns = append(m.Columns, Column{Target: r.Target, MeasuredOn: r.MeasuredOn, Source: src})
+				m.Columns = append(m.Columns, Column{Target: r.Target, MeasuredOn: r.MeasuredOn, Source: src, Kind: r.Broker})
 			}
 		}
 	}
+	m.Differing = distinguish(m.Columns)
 	m.Cells = make([][]Cell, len(m.Contracts))
 	for r := range m.Cells {
 		m.Cells[r] = make([]Cell, len(m.Columns))
@@ -146,14 +246,30 @@ func WriteMatrixText(w io.Writer, m Matrix) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(m.Differing) > 0 {
+		fmt.Fprintf(w, "differ between columns: %s\n", strings.Join(m.Differing, ", "))
+	}
 	for _, c := range m.Columns {
 		src := ""
 		if c.Source != "" {
 			src = " from " + c.Source
 		}
-		fmt.Fprintf(w, "%s: measured on %s, fingerprint %s%s\n", c.Target, c.MeasuredOn, c.Fingerprint, src)
+		fmt.Fprintf(w, "%s: measured on %s, fingerprint %s%s", c.Target, c.MeasuredOn, c.Fingerprint, src)
+		if s := settingsText(c.Settings); s != "" {
+			fmt.Fprintf(w, "; settings %s", s)
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// settingsText is a target's settings as k=v words, sorted.
+func settingsText(s map[string]string) string {
+	var kv []string
+	for k := range sortedKeys(s) {
+		kv = append(kv, k+"="+s[k])
+	}
+	return strings.Join(kv, " ")
 }
 
 func mdEscape(s string) string {
@@ -166,6 +282,14 @@ func mdEscape(s string) string {
 func WriteMatrixMarkdown(w io.Writer, m Matrix) error {
 	var b strings.Builder
 	writeMatrixMarkdown(&b, m, -1)
+	if len(m.Differing) > 0 {
+		fmt.Fprintf(&b, "\nDiffer between columns: %s.\n", mdEscape(strings.Join(m.Differing, ", ")))
+	}
+	b.WriteString("\n| column | measured on | fingerprint | settings | from |\n|---|---|---|---|---|\n")
+	for _, c := range m.Columns {
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s |\n", mdEscape(c.Target), mdEscape(c.MeasuredOn), c.Fingerprint,
+			mdEscape(settingsText(c.Settings)), mdEscape(c.Source))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -174,7 +298,11 @@ func WriteMatrixMarkdown(w io.Writer, m Matrix) error {
 func writeMatrixMarkdown(b *strings.Builder, m Matrix, maxRows int) {
 	b.WriteString("| contract |")
 	for _, c := range m.Columns {
-		fmt.Fprintf(b, " %s `%s` |", mdEscape(c.Target), c.Fingerprint)
+		fmt.Fprintf(b, " %s `%s`", mdEscape(c.Target), c.Fingerprint)
+		if len(c.Differs) > 0 {
+			fmt.Fprintf(b, "<br>%s", mdEscape(strings.Join(c.Differs, ", ")))
+		}
+		b.WriteString(" |")
 	}
 	b.WriteString("\n|---|")
 	for range m.Columns {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 )
@@ -37,7 +39,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Trials                                                                        []TrialLine
 	}
 	var secs []section
-	for _, r := range d.Results {
+	for _, i := range d.ReadingOrder() {
+		r := d.Results[i]
 		k := Key(r.Target, r.Contract)
 		ops := d.Histories[k]
 		ev := d.EvidenceFor(r.Target, r.Contract)
@@ -96,23 +99,12 @@ func WriteHTML(w io.Writer, d *Document) error {
 	}
 	type target struct {
 		TargetInfo
-		SettingsText, Caps string
+		SettingsText string
+		Caps         Caps
 	}
 	var ts []target
 	for _, ti := range d.Targets {
-		t := target{TargetInfo: ti}
-		var kv []string
-		for k := range sortedKeys(ti.Settings) {
-			kv = append(kv, k+"="+ti.Settings[k])
-		}
-		t.SettingsText = strings.Join(kv, " ")
-		c := ti.Capabilities
-		t.Caps = fmt.Sprintf("lease %s, extension %s, token %s, fenced ack %v, delivery count %s, dead letter %s, delayed nack %s, FIFO %v, durable %v, broker kill %v, power loss %v",
-			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable, c.BrokerKill, c.PowerLoss)
-		if len(c.Notes) > 0 {
-			t.Caps += "; " + strings.Join(c.Notes, "; ")
-		}
-		ts = append(ts, t)
+		ts = append(ts, target{TargetInfo: ti, SettingsText: settingsText(ti.Settings), Caps: CapsOf(ti.Capabilities)})
 	}
 	counts := []string{}
 	for _, v := range []string{"pass", "violation", "unknown", "skipped"} {
@@ -125,17 +117,37 @@ func WriteHTML(w io.Writer, d *Document) error {
 		}
 	}
 	sort.Strings(other)
+	m := NewMatrix([]*Document{d}, nil)
+	m.WorstFirst()
 	data := map[string]any{
 		"Title":    "durachk evidence",
 		"CSS":      template.CSS(css),
 		"Doc":      d,
 		"Counts":   strings.Join(append(counts, other...), ", "),
-		"Matrix":   NewMatrix([]*Document{d}, nil),
+		"Matrix":   m,
 		"Targets":  ts,
 		"Sections": secs,
 		"Partial":  PartialNote(d),
 	}
 	return pageTmpl.ExecuteTemplate(w, "page", data)
+}
+
+// settingsHTML is a column's settings as code words, those whose values
+// differ between columns in bold.
+func settingsHTML(s map[string]string, differing []string) template.HTML {
+	var b strings.Builder
+	for k := range sortedKeys(s) {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		kv := template.HTMLEscapeString(k + "=" + s[k])
+		if slices.Contains(differing, k) {
+			fmt.Fprintf(&b, "<b><code>%s</code></b>", kv)
+		} else {
+			fmt.Fprintf(&b, "<code>%s</code>", kv)
+		}
+	}
+	return template.HTML(b.String())
 }
 
 // violation is a witness as the page shows it: a table of operations (time
@@ -178,14 +190,18 @@ svg{display:block;border:1px solid #eaeef2;margin-top:8px;max-width:100%;height:
 .partial{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 12px;font-weight:bold;color:#7d4e00}
 .witness{margin:8px 0 12px}.wt td,.wt th{font-size:12px;padding:2px 6px}
 .facts,.because{margin:4px 0;padding-left:20px;font-size:13px}.because li{color:#57606a}
+.caps{max-width:420px}.caps summary{cursor:pointer}.capt td{border:none;padding:1px 8px 1px 0;font-size:12px}.notes{margin:4px 0;padding-left:18px;font-size:12px;color:#57606a}
+.differs{font-weight:normal;font-size:12px;color:#0550ae}
 .cmd{background:#0d1117;color:#e6edf3;padding:6px 10px;border-radius:4px;display:block;white-space:pre-wrap;word-break:break-all}
 `
 
 var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
-	"vclass": verdictClass,
-	"mark":   func(v contracts.Verdict) string { return string(v) },
+	"vclass":   verdictClass,
+	"mark":     func(v contracts.Verdict) string { return string(v) },
+	"join":     strings.Join,
+	"settings": settingsHTML,
 }).Parse(`
-{{define "matrix"}}<table class="matrix"><tr><th>contract</th>{{range .Columns}}<th>{{.Target}}<br><code>{{.Fingerprint}}</code></th>{{end}}</tr>
+{{define "matrix"}}<table class="matrix"><tr><th>contract</th>{{range .Columns}}<th>{{.Target}}{{if .Differs}}<br><span class="differs">{{join .Differs ", "}}</span>{{end}}<br><code>{{.Fingerprint}}</code></th>{{end}}</tr>
 {{- $m := .}}{{range $r, $id := .Contracts}}<tr><td><code>{{$id}}</code></td>{{range (index $m.Cells $r)}}<td class="{{vclass .Verdict}}">{{if .Verdict}}<a href="{{.Link}}" title="{{.Reason}}">{{mark .Verdict}}</a>{{else}}—{{end}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
 
@@ -194,10 +210,11 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <title>{{.Title}}</title><style>{{.CSS}}</style></head>{{end}}
 
 {{define "matrixpage"}}{{template "head" .}}<body><h1>durachk compare</h1>
-<p class="meta">contracts as rows; targets and configurations as columns, with the fingerprint of their effective settings; each verdict links to its evidence.</p>
+<p class="meta">contracts as rows, violations and unknowns first; targets and configurations as columns, with what tells each from the others of its kind and the fingerprint of their effective settings; each verdict links to its evidence.</p>{{if .Matrix.Differing}}
+<p><b>Differ between columns:</b> {{join .Matrix.Differing ", "}}</p>{{end}}
 {{template "matrix" .Matrix}}
-<h2>Columns</h2><table><tr><th>target</th><th>measured on</th><th>fingerprint</th><th>from</th></tr>
-{{range .Matrix.Columns}}<tr><td>{{.Target}}</td><td>{{.MeasuredOn}}</td><td><code>{{.Fingerprint}}</code></td><td>{{.Source}}</td></tr>{{end}}</table>
+<h2>Columns</h2><table><tr><th>target</th><th>measured on</th><th>fingerprint</th><th>settings</th><th>from</th></tr>
+{{range .Matrix.Columns}}<tr><td>{{.Target}}</td><td>{{.MeasuredOn}}</td><td><code>{{.Fingerprint}}</code></td><td>{{settings .Settings $.Matrix.Differing}}</td><td>{{.Source}}</td></tr>{{end}}</table>
 </body></html>
 {{end}}
 
@@ -207,10 +224,11 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <p class="meta">{{.Counts}} · seed {{.Doc.Seed}} · durachk {{.Doc.Version}}</p>
 <p class="meta">Reproduce the whole run:</p><code class="cmd">{{.Doc.Command}}</code>
 <h2>Verdicts</h2>
+<p class="meta">violations and unknowns first; each verdict links to its evidence below, in the same order.</p>
 {{template "matrix" .Matrix}}
 <h2>Targets</h2>
 <table><tr><th>target</th><th>measured on</th><th>endpoint</th><th>fingerprint</th><th>URL</th><th>settings</th><th>declared capabilities</th></tr>
-{{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code></td><td>{{.Caps}}</td></tr>
+{{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code></td><td class="caps"><details><summary>{{.Caps.Summary}}</summary><table class="capt">{{range .Caps.All}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>{{if .Caps.Notes}}<ul class="notes">{{range .Caps.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}</details></td></tr>
 {{end}}</table>
 <h2>Evidence</h2>
 {{range .Sections}}<div class="result" id="{{.Anchor}}">
@@ -247,3 +265,53 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 </body></html>
 {{end}}
 `))
+
+// Caps are a target's declared capabilities as a report shows them: a
+// one-line summary of what it has, every capability with its value, and the
+// notes.
+type Caps struct {
+	Summary string
+	All     [][2]string
+	Notes   []string
+}
+
+// CapsOf describes c for a reader: the summary names what the target has
+// (and how many notes follow), All lists each capability with its value.
+func CapsOf(c adapters.Capabilities) Caps {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	all := [][2]string{
+		{"lease", string(c.Lease)}, {"lease extension", string(c.LeaseExtension)}, {"fencing token", string(c.Token)},
+		{"fenced ack", yes(c.FencedAck)}, {"delivery count", string(c.DeliveryCount)}, {"dead letter", string(c.DeadLetter)},
+		{"delayed nack", string(c.DelayedNack)}, {"FIFO", yes(c.FIFO)}, {"durable", yes(c.Durable)},
+		{"broker kill", yes(c.BrokerKill)}, {"power loss", yes(c.PowerLoss)},
+		{"node faults", yes(c.NodeFaults)}, {"node partitions", yes(c.NodePartitions)},
+	}
+	var has []string
+	for _, kv := range all {
+		switch kv[1] {
+		case "", "no", string(adapters.None):
+		case "yes":
+			has = append(has, kv[0])
+		default:
+			has = append(has, kv[0]+" "+kv[1])
+		}
+	}
+	sum := strings.Join(has, " · ")
+	if sum == "" {
+		sum = "none declared"
+	}
+	if n := len(c.Notes); n > 0 {
+		sum += fmt.Sprintf(" (%d notes)", n)
+	}
+	for i := range all {
+		if all[i][1] == "" {
+			all[i][1] = string(adapters.None)
+		}
+	}
+	return Caps{Summary: sum, All: all, Notes: c.Notes}
+}

@@ -98,7 +98,9 @@ func WriteJUnit(w io.Writer, d *Document) error {
 		suite(ti.Name)
 	}
 	suiteMS := map[string]float64{}
-	for i, r := range d.Results {
+	// Within each suite, violations first, then unknowns (ReadingOrder).
+	for _, i := range d.ReadingOrder() {
+		r := d.Results[i]
 		s := suite(r.Target)
 		ms := d.WallMS(i)
 		c := junitCase{Classname: "durachk." + r.Target, Name: r.Contract, Time: secs(ms)}

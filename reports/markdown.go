@@ -27,6 +27,7 @@ func WriteMarkdown(w io.Writer, d *Document) error {
 		fmt.Fprintf(&b, "> **⚠ %s.** The verdicts below are those it had; the missing contracts have none.\n\n", mdEscape(note))
 	}
 	m := NewMatrix([]*Document{d}, nil)
+	m.WorstFirst()
 	// The table may take at most half the budget.
 	var table strings.Builder
 	writeMatrixMarkdown(&table, m, -1)
@@ -41,9 +42,9 @@ func WriteMarkdown(w io.Writer, d *Document) error {
 	b.WriteString(table.String())
 	fmt.Fprintf(&b, "\nSeed %d · reproduce with `%s`\n", d.Seed, mdCode(d.Command))
 
-	var notPass []int
-	for i, r := range d.Results {
-		if r.Verdict != contracts.Pass {
+	var notPass []int // violations first, then unknowns, then skips
+	for _, i := range d.ReadingOrder() {
+		if d.Results[i].Verdict != contracts.Pass {
 			notPass = append(notPass, i)
 		}
 	}

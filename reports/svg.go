@@ -323,19 +323,30 @@ func Histogram(title string, xs []float64) template.HTML {
 			float64(left)+float64(i)*bw+0.5, float64(h-bottom)-bh, bw-1, bh, hi*float64(i)/bins, hi*float64(i+1)/bins, c)
 	}
 	q := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
-	for _, p := range []struct {
+	for i, p := range []struct {
 		name string
 		v    float64
 	}{{"p50", q(0.5)}, {"p90", q(0.9)}, {"p99", q(0.99)}} {
 		x := float64(left) + p.v/hi*plotW
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#e45756" stroke-dasharray="2 2"/><text x="%.1f" y="26" font-size="8" fill="#e45756">%s</text>`,
-			x, x, h-bottom, x+1, p.name)
+		// A label past the middle reads leftwards from its line, so that one
+		// near the right edge is not cut; each label has its own row, so
+		// that close quantiles do not print over each other.
+		lx, anchor := x+2, "start"
+		if x > float64(left)+plotW/2 {
+			lx, anchor = x-2, "end"
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#e45756" stroke-dasharray="2 2"/><text x="%.1f" y="%d" font-size="8" text-anchor="%s" fill="#e45756">%s</text>`,
+			x, x, h-bottom, lx, 26+9*i, anchor, p.name)
 	}
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, left, h-bottom, w-8, h-bottom)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="9" fill="#555">0</text><text x="%d" y="%d" font-size="9" text-anchor="end" fill="#555">%s ms</text>`,
 		left, h-bottom+12, w-8, h-bottom+12, fmtNum(hi))
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="9" fill="#555">n=%d p50=%s p90=%s p99=%s max=%s ms</text>`,
-		left, h-4, len(v), fmtNum(q(0.5)), fmtNum(q(0.9)), fmtNum(q(0.99)), fmtNum(hi))
+	sum := fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s ms", len(v), fmtNum(q(0.5)), fmtNum(q(0.9)), fmtNum(q(0.99)), fmtNum(hi))
+	fit := ""
+	if room := w - left - 4; len(sum)*5 > room { // about 5 px a character at 9 px
+		fit = fmt.Sprintf(` textLength="%d" lengthAdjust="spacingAndGlyphs"`, room)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="9" fill="#555"%s>%s</text>`, left, h-4, fit, esc(sum))
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }

@@ -201,7 +201,9 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tCONTRACT\tVERDICT\tJOBS\tEXECUTIONS\tDUPS EXPL/UNEXPL\tFAULTS\tTIME")
-	for i, r := range doc.Results {
+	order := doc.ReadingOrder() // violations first, then unknowns
+	for _, i := range order {
+		r := doc.Results[i]
 		verdict := string(r.Verdict)
 		if n := len(r.Trials); n > 1 {
 			verdict = reports.TrialsNote(r)
@@ -216,8 +218,8 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 				r.Stats.Cancelled, r.Stats.EventsDeadLettered, r.Stats.CircuitOpens)
 		}
 	}
-	for _, r := range doc.Results {
-		if r.Verdict != contracts.Pass {
+	for _, i := range order {
+		if r := doc.Results[i]; r.Verdict != contracts.Pass {
 			fmt.Fprintf(w, "%s %s: %s: %s\n", r.Target, r.Contract, r.Verdict, r.Reason)
 			if len(r.Trials) > 1 {
 				fmt.Fprint(w, reports.TrialsText(doc, r))

@@ -47,9 +47,11 @@ func emit(b *bytes.Buffer, out string, stdout io.Writer) error {
 }
 
 // Compare renders the matrix of several runs (`durachk compare a.json b.json`):
-// contracts as rows, each target of each run a column with its fingerprint,
-// each cell a verdict linking to its evidence (report.html beside the run's
-// result.json). format is text (default), md or html.
+// contracts as rows (violations and unknowns first), each target of each run
+// a column with the settings that tell it from the other columns of its kind
+// and its fingerprint, each cell a verdict linking to its evidence
+// (report.html beside the run's result.json). format is text (default), md or
+// html.
 func Compare(paths []string, format, out string, stdout io.Writer) error {
 	if len(paths) == 0 {
 		return ConfigError(fmt.Errorf("compare: name one or more result.json files"))
@@ -63,6 +65,7 @@ func Compare(paths []string, format, out string, stdout io.Writer) error {
 		docs = append(docs, d)
 	}
 	m := reports.NewMatrix(docs, paths)
+	m.WorstFirst()
 	var b bytes.Buffer
 	var err error
 	switch strings.ToLower(format) {
