@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/pipeline"
 )
@@ -244,7 +245,13 @@ func failedOver(fault string) func(Stats) string {
 
 // withClusterContext adds to each witness of a lost job on a replicated target
 // what proves and explains it: the broker's acknowledgement of the enqueue,
-// who was primary then, and the node faults and failovers that followed.
+// who was primary then, and the node faults and failovers that followed. Each
+// operation appears once. The checker's "because" line for a broker that
+// went down names the latest node event before the end (often the rejoin);
+// on a cluster it is replaced by the fault that explains the loss: a
+// partition in force when the enqueue was acknowledged, else the first node
+// kill (or partition, or broker crash) after it, then the failover that
+// followed.
 func withClusterContext(ops []history.Op, vs []Violation) {
 	acked := map[string]int{}
 	for i, op := range ops {
@@ -261,29 +268,141 @@ func withClusterContext(ops []history.Op, vs []Violation) {
 			continue
 		}
 		extra := []history.Op{ops[at]}
+		primary := -1
 		for i := at - 1; i >= 0; i-- {
 			if ops[i].F == history.Node && ops[i].Value == "primary" {
+				primary = i
 				extra = append(extra, ops[i])
 				break
 			}
 		}
 		// A partition in force when the enqueue was acknowledged.
+		cut := -1
 		for i := at - 1; i >= 0; i-- {
 			if ops[i].F == history.Fault && ops[i].Value == "node_heal" {
 				break
 			}
 			if ops[i].F == history.Fault && ops[i].Value == "node_partition" {
+				cut = i
 				extra = append(extra, ops[i])
 				break
 			}
 		}
+		lost, failover := -1, -1
 		for i := at + 1; i < len(ops) && len(extra) < 6; i++ {
 			op := ops[i]
-			if op.F == history.Fault && (op.Value == "node_kill" || op.Value == "node_partition" || op.Value == "failover" || op.Value == "broker_crash") {
-				extra = append(extra, op)
+			if op.F != history.Fault {
+				continue
 			}
+			switch op.Value {
+			case "node_kill", "node_partition", "broker_crash", "power_loss":
+				if lost < 0 {
+					lost = i
+				}
+			case "failover":
+				if failover < 0 && (lost >= 0 || cut >= 0) {
+					failover = i
+				}
+			default:
+				continue
+			}
+			extra = append(extra, op)
 		}
-		v.Witness = append(v.Witness, extra...)
+		v.Witness = onceEach(append(v.Witness, extra...))
 		sort.SliceStable(v.Witness, func(i, j int) bool { return v.Witness[i].T < v.Witness[j].T })
+		v.Because = clusterBecause(v, ops, at, primary, cut, lost, failover)
 	}
+}
+
+// onceEach keeps the first of each operation the witness holds twice (the
+// checker's witness already has the acknowledged enqueue, and its crash may
+// be the failover added here).
+func onceEach(ops []history.Op) []history.Op {
+	seen := make(map[history.Op]bool, len(ops))
+	out := ops[:0]
+	for _, op := range ops {
+		if !seen[op] {
+			seen[op] = true
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// brokerWentDown is how the checker's because line about a crash after the
+// enqueue ends.
+const brokerWentDown = ": the broker went down after it accepted the job"
+
+// clusterBecause rewrites v's because lines on a cluster: the checker's line
+// about the broker going down gives way to the node faults that explain the
+// loss (indices into ops; -1 when there is none). Without any, the checker's
+// lines stay as they are.
+func clusterBecause(v *Violation, ops []history.Op, at, primary, cut, lost, failover int) []string {
+	if cut < 0 && lost < 0 {
+		return v.Because
+	}
+	desc := func(i int) string { return checker.Describe(ops[i], v.T0) }
+	acker := ""
+	if primary >= 0 {
+		acker = ops[primary].Target
+	}
+	var why []string
+	if cut >= 0 {
+		node := ops[cut].Target
+		switch {
+		case node != "" && node == acker:
+			why = append(why, fmt.Sprintf("%s: the primary, %s, was cut off from the other nodes when it acknowledged %s at %s",
+				desc(cut), node, v.Job, checker.Since(ops[at].T, v.T0)))
+		default:
+			why = append(why, fmt.Sprintf("%s: %s was cut off from the other nodes when the primary%s acknowledged %s at %s",
+				desc(cut), nodeOr(node, "a node"), apposition(acker), v.Job, checker.Since(ops[at].T, v.T0)))
+		}
+	}
+	if lost >= 0 && (cut < 0 || ops[lost].Value != "node_partition") {
+		what := map[string]string{"node_kill": "was killed", "node_partition": "was cut off from the other nodes",
+			"broker_crash": "went down", "power_loss": "lost power"}[ops[lost].Value]
+		node := ops[lost].Target
+		switch {
+		case node != "" && node == acker:
+			why = append(why, fmt.Sprintf("%s: the primary that acknowledged %s, %s, %s after it did", desc(lost), v.Job, node, what))
+		default:
+			why = append(why, fmt.Sprintf("%s: %s %s after the primary%s acknowledged %s", desc(lost), nodeOr(node, "the broker"), what,
+				apposition(acker), v.Job))
+		}
+	}
+	if failover >= 0 {
+		why = append(why, fmt.Sprintf("%s: %s took over as primary", desc(failover), nodeOr(ops[failover].Target, "another node")))
+	}
+	var out []string
+	replaced := false
+	for _, l := range v.Because {
+		if strings.HasSuffix(l, brokerWentDown) {
+			if !replaced {
+				out = append(out, why...)
+				replaced = true
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	if !replaced {
+		// After the line that says the broker accepted the job.
+		out = slices.Insert(out, min(1, len(out)), why...)
+	}
+	return out
+}
+
+// apposition is ", s,", or "" for an empty s.
+func apposition(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", " + s + ","
+}
+
+func nodeOr(node, otherwise string) string {
+	if node == "" {
+		return otherwise
+	}
+	return node
 }

@@ -203,6 +203,10 @@ func TestClusterFixtures(t *testing.T) {
 				if v.Property == PropLost && v.Job != "" && !witnessHas(v, history.Fault, "node_") {
 					t.Errorf("lost %s: the witness lacks the node fault: %v", v.Job, v.Witness)
 				}
+				if v.Property == PropLost && v.Job != "" {
+					witnessOnce(t, v)
+					becauseNamesTheFault(t, v)
+				}
 			}
 		})
 	}
@@ -245,6 +249,97 @@ func TestDegradedClusterExplainsLeaseLoss(t *testing.T) {
 			got := slices.Contains(properties(vs), PropPreempted)
 			if got != tt.preempted {
 				t.Fatalf("preempted %v, want %v (redeliveries %v)", got, tt.preempted, st.Redeliveries)
+			}
+		})
+	}
+}
+
+// witnessOnce: no operation appears twice in v's witness.
+func witnessOnce(t *testing.T, v Violation) {
+	t.Helper()
+	seen := map[history.Op]bool{}
+	for _, op := range v.Witness {
+		if seen[op] {
+			t.Errorf("%s %s: the witness holds %s %s %s %s twice", v.Property, v.Job, op.Process, op.F, op.Type, op.Value)
+		}
+		seen[op] = true
+	}
+}
+
+// becauseNamesTheFault: a lost job's because lines on a cluster name the
+// node kill or the partition that explains the loss, never the checker's
+// "the broker went down" about a later node event (a failover, a rejoin).
+func becauseNamesTheFault(t *testing.T, v Violation) {
+	t.Helper()
+	named := false
+	for _, l := range v.Because {
+		if strings.HasSuffix(l, ": the broker went down after it accepted the job") || strings.Contains(l, "fault rejoin") {
+			t.Errorf("lost %s: because %q blames a later node event", v.Job, l)
+		}
+		if strings.Contains(l, "fault node_kill") || strings.Contains(l, "fault node_partition") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("lost %s: no because line names the node kill or partition: %q", v.Job, v.Because)
+	}
+}
+
+// The issue's witness: the checker names the latest node event before the
+// end (a rejoin) as the broker going down, and the enqueue's ok appears
+// twice. On a cluster the witness holds each operation once and its because
+// lines name the kill of the primary that acknowledged the job, then the
+// failover; a partition in force at the acknowledgement is named instead of
+// a later kill.
+func TestClusterWitnessNamesTheFault(t *testing.T) {
+	ctl := func(ms int64, f history.F, value, target string) history.Op {
+		return history.Op{T: ms * 1e6, Process: "controller", Type: history.Info, F: f, Value: value, Target: target}
+	}
+	enq := []history.Op{
+		{T: 2e6, Process: "producer", Seq: 1, Type: history.Invoke, F: history.Enqueue, Job: "j", Value: `{"max":3}`},
+		{T: 3e6, Process: "producer", Seq: 2, Type: history.OK, F: history.Enqueue, Job: "j"},
+	}
+	start := []history.Op{ctl(0, history.Node, "started in 1s: redis primary + 2 replicas", ""), ctl(1, history.Node, "primary", "n1")}
+	tests := []struct {
+		name   string
+		faults []history.Op
+		want   []string // in the because lines, in order
+	}{
+		{"a kill, a failover, a rejoin", []history.Op{ctl(10, history.Fault, "node_kill", "n1"), ctl(20, history.Fault, "failover", "n2"),
+			ctl(20, history.Node, "primary", "n2"), ctl(30, history.Fault, "rejoin", "n1")},
+			[]string{"fault node_kill → n1", "the primary that acknowledged j, n1, was killed", "fault failover → n2", "n2 took over as primary"}},
+		{"a partition in force, then a failover and a heal", []history.Op{ctl(25, history.Fault, "failover", "n3"), ctl(25, history.Node, "primary", "n3"),
+			ctl(40, history.Fault, "node_heal", "n1"), ctl(50, history.Fault, "rejoin", "n1")},
+			[]string{"fault node_partition → n1", "the primary, n1, was cut off from the other nodes when it acknowledged j", "fault failover → n3"}},
+		{"a replica killed", []history.Op{ctl(10, history.Fault, "node_kill", "n2"), ctl(30, history.Fault, "rejoin", "n2")},
+			[]string{"fault node_kill → n2", "n2 was killed after the primary, n1, acknowledged j"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := append([]history.Op(nil), start...)
+			if strings.Contains(tt.name, "partition in force") {
+				ops = append(ops, ctl(1, history.Fault, "node_partition", "n1"))
+			}
+			ops = append(append(ops, enq...), tt.faults...)
+			var res Result
+			judge(&res, Execution{Ops: ops, Final: Final{Drained: true}}, nil)
+			if res.Verdict != Violated || len(res.Violations) != 1 || res.Violations[0].Property != PropLost {
+				t.Fatalf("verdict %s %v, want one lost", res.Verdict, res.Violations)
+			}
+			v := res.Violations[0]
+			witnessOnce(t, v)
+			becauseNamesTheFault(t, v)
+			all := strings.Join(v.Because, "\n")
+			at := 0
+			for _, w := range tt.want {
+				i := strings.Index(all[at:], w)
+				if i < 0 {
+					t.Fatalf("because lines lack %q after offset %d:\n%s", w, at, all)
+				}
+				at += i
+			}
+			if !witnessHas(v, history.Enqueue, "") {
+				t.Errorf("the witness lost the acknowledged enqueue: %v", v.Witness)
 			}
 		})
 	}
