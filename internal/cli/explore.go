@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -213,7 +214,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 			return nil, err
 		}
 		r.Violations, r.Planned = f.Result.Violations, f.Result.Planned
-		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s: %s; %s", f.Round, f.Plan.Seed, f.Property, f.Result.Reason, r.Reason)
+		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s; %s", f.Round, f.Plan.Seed, raisedText(f.Property, f.Result), r.Reason)
 		ops = f.Ops
 		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
 		ev.Windows = planWindows(t, f.Plan, f.Ops)
@@ -241,6 +242,31 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 	return out, nil
 }
 
+// raisedText says what a round raised, property p first: its count and the
+// message of its first violation, then the other properties with their
+// counts ("preempted ×86: … ; also healthy_dead_lettered ×9"). The result's
+// own reason leads with whichever property the checker reported first, and
+// its message is that property's, not necessarily p's.
+func raisedText(p contracts.Property, r contracts.Result) string {
+	s := fmt.Sprintf("%s ×%d", p, max(r.Stats.Violations[string(p)], 1))
+	for _, v := range r.Violations {
+		if v.Property == p {
+			s += ": " + v.Message
+			break
+		}
+	}
+	var also []string
+	for _, name := range slices.Sorted(maps.Keys(r.Stats.Violations)) {
+		if n := r.Stats.Violations[name]; name != string(p) && n > 0 {
+			also = append(also, fmt.Sprintf("%s ×%d", name, n))
+		}
+	}
+	if len(also) > 0 {
+		s += "; also " + strings.Join(also, ", ")
+	}
+	return s
+}
+
 // planWindows are a plan's fault windows against a run's history, with the
 // windows the history shows.
 func planWindows(t *target, p *plans.Plan, ops []history.Op) []reports.FaultWindow {
@@ -260,7 +286,7 @@ func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
 	switch {
 	case s.Finding != nil:
 		f := s.Finding
-		fmt.Fprintf(w, "violation: round %d (seed %d) raised %s: %s\n", f.Round, f.Plan.Seed, f.Property, f.Result.Reason)
+		fmt.Fprintf(w, "violation: round %d (seed %d) raised %s\n", f.Round, f.Plan.Seed, raisedText(f.Property, f.Result))
 		fmt.Fprintf(w, "  its plan: %s\n", filepath.Join(o.Out, "original.yaml"))
 		if sh := s.Shrunk; sh != nil {
 			fmt.Fprintf(w, "shrunk: %d jobs, %d faults → %d jobs, %d faults (%d candidates, %d runs, %s)\n",
