@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 )
@@ -236,11 +237,24 @@ func seedList(seeds []uint64) string {
 	return strings.Join(parts, ", ")
 }
 
+// Judge gives the verdict of one execution of c as the engine does: the
+// checker's answer, c's own properties, a cluster's context, then the steps
+// beyond the checker (a cluster that did not settle, a broker outage, a run
+// that did not drain, a claim not exercised). It fills res's verdict, reason,
+// violations, stats, metrics, history length and cluster facts, and returns
+// the checker's own answer, each property under its name. `durachk check
+// --result` re-judges a recorded run with it.
+func Judge(res *Result, c *Contract, ex Execution) checker.Result {
+	return judge(res, ex, c.Exercised, c.Properties)
+}
+
 // judge fills in the verdict: a run cut short by an unavailable broker is
 // unknown; otherwise any violation wins; then anything undecided makes it
 // unknown; a run that did not exercise the claim is unknown too, never pass.
-func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func([]history.Op, Final) []Violation) {
-	vs, st, undecided := Check(ex.Ops, ex.Final, ex.Check)
+// It returns the checker's answer.
+func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func([]history.Op, Final) []Violation) checker.Result {
+	cr := checker.Check(ex.Ops, ex.Final, ex.Check)
+	vs, st, undecided := cr.Violations, cr.Stats, cr.Undecided
 	// The contract's own properties (fencing.failover: token_reissued).
 	for _, p := range own {
 		if p == nil {
@@ -281,6 +295,7 @@ func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func(
 	default:
 		res.Verdict = Pass
 	}
+	return cr
 }
 
 // Caught reports whether a sabotaged run r was caught: its verdict is a

@@ -89,8 +89,8 @@ func WriteHTML(w io.Writer, d *Document) error {
 			s.Depth = DepthChart(ops, ev.Windows)
 			ds := Distribute(ops)
 			s.Hists = []template.HTML{Histogram("queue wait (ms)", ds.QueueWait), Histogram("processing time (ms)", ds.Processing), Histogram("time to terminal state (ms)", ds.ToTerminal)}
-			if ev.HistoryOps < ev.HistoryTotal {
-				s.HistoryNote = fmt.Sprintf("pictures drawn from a sample of %d of %d history operations (whole jobs)", ev.HistoryOps, ev.HistoryTotal)
+			if len(ops) < ev.HistoryTotal {
+				s.HistoryNote = fmt.Sprintf("pictures drawn from a sample of %d of %d history operations (whole jobs)", len(ops), ev.HistoryTotal)
 			}
 		} else if r.Verdict != contracts.Skipped && r.HistoryLen > 0 {
 			s.HistoryNote = "no history sample in this document: timeline and distributions unavailable"

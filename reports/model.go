@@ -9,14 +9,16 @@
 package reports
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -68,12 +70,15 @@ type Document struct {
 	Evidence map[string]*Evidence `json:"evidence,omitempty"`
 	Wall     Wall                 `json:"wall"`
 
-	// Histories holds the (sampled) history of each result, keyed like Evidence.
-	// It is written to histories/*.jsonl beside result.json, not into it.
+	// Histories holds a sample of the history of each result (at most
+	// MaxHistoryOps operations: what the pictures are drawn from), keyed like
+	// Evidence. The whole history is written to histories/*.jsonl beside
+	// result.json, not into it.
 	Histories map[string][]history.Op `json:"-"`
 
-	slots   []int           // the slot of each result placed with Place, in order
-	written map[string]bool // history files WriteJSON has written
+	slots   []int             // the slot of each result placed with Place, in order
+	pending []pendingFile     // whole histories and final states not yet written
+	files   map[string]string // each file written: its path relative to result.json → where it was written
 }
 
 // TargetInfo describes one target as it was measured. It never holds a
@@ -98,12 +103,20 @@ type TargetInfo struct {
 
 // Evidence is what a report shows beside a verdict.
 type Evidence struct {
-	// History is the history sample's file, relative to result.json.
+	// History is the history's file, relative to result.json: the whole
+	// history the verdict was judged on.
 	History string `json:"history,omitempty"`
-	// HistoryOps is the number of operations in the sample; HistoryTotal the
-	// number the run recorded (they differ when the sample was bounded).
+	// HistoryOps is the number of operations in the file; HistoryTotal the
+	// number the run recorded (a document written before histories were kept
+	// whole holds a sample: fewer).
 	HistoryOps   int `json:"history_ops"`
 	HistoryTotal int `json:"history_total"`
+	// Final is the final-state file the verdict was judged on (Judged),
+	// relative to result.json; TrialFinals the one of each trial, by seed,
+	// when the result ran trials. `durachk check --result` re-judges from
+	// them.
+	Final       string            `json:"final,omitempty"`
+	TrialFinals map[uint64]string `json:"trial_finals,omitempty"`
 	// Windows are the fault windows (link down, reply loss, broker down, pause).
 	Windows []FaultWindow `json:"fault_windows,omitempty"`
 	// Reproduce is the command that reruns this result alone.
@@ -200,16 +213,23 @@ func wallEntry(r contracts.Result) WallEntry {
 	return WallEntry{Target: r.Target, Contract: r.Contract, MS: ms(r.Wall), RunIDs: r.RunIDs}
 }
 
-// Entry is one result with its evidence and its history sample, as a run
-// hands it to its document.
+// Entry is one result with its evidence and its history, as a run hands it
+// to its document.
 type Entry struct {
 	Result   contracts.Result
 	Evidence Evidence
 	History  []history.Op // a sample (SampleHistory); nil without one
+	// Judged are the executions the result's verdicts were judged on: the
+	// one the result shows first, then each other trial's. The document
+	// writes each as its history and final state (Judged) beside result.json.
+	Judged []Recorded
+
+	full []history.Op // the whole history History samples
 }
 
-// NewEntry samples ops and completes ev's counts and, when it has none, its
-// fault windows from the history.
+// NewEntry keeps ops whole (written to the history file) and a sample of it
+// (the pictures), and completes ev's counts and, when it has none, its fault
+// windows from the history.
 func NewEntry(r contracts.Result, ops []history.Op, ev Evidence) Entry {
 	ev.HistoryTotal = len(ops)
 	if len(ev.Windows) == 0 && len(ops) > 0 {
@@ -218,12 +238,14 @@ func NewEntry(r contracts.Result, ops []history.Op, ev Evidence) Entry {
 	e := Entry{Result: r, Evidence: ev}
 	if len(ops) > 0 {
 		e.History = SampleHistory(ops, MaxHistoryOps)
-		e.Evidence.HistoryOps = len(e.History)
+		e.full = ops
+		e.Evidence.HistoryOps = len(ops)
 	}
 	return e
 }
 
-// Scrub replaces every secret in the entry with Redacted (see Document.Scrub).
+// Scrub replaces every secret in the entry with Redacted (see Document.Scrub),
+// its whole histories and final states included.
 func (e *Entry) Scrub(secrets ...string) error {
 	const k = "entry"
 	ev := e.Evidence
@@ -234,6 +256,20 @@ func (e *Entry) Scrub(secrets ...string) error {
 	ids := e.Result.RunIDs
 	e.Result, e.Evidence, e.History = d.Results[0], *d.Evidence[k], d.Histories[k]
 	e.Result.RunIDs = ids
+	repl := scrubber(secrets)
+	if repl == nil {
+		return nil
+	}
+	e.full = scrubOps(e.full, repl)
+	judged := make([]Recorded, len(e.Judged))
+	for i, rc := range e.Judged {
+		j, err := scrubJSON(rc.Judged, repl)
+		if err != nil {
+			return err
+		}
+		judged[i] = Recorded{Judged: j, Ops: scrubOps(rc.Ops, repl)}
+	}
+	e.Judged = judged
 	return nil
 }
 
@@ -260,12 +296,42 @@ func (d *Document) Place(slot int, e Entry) {
 	ev := e.Evidence
 	if len(e.History) > 0 {
 		d.Histories[k] = e.History
-		ev.History = "histories/" + historyFile(slot, k)
+	}
+	base := "histories/" + strings.TrimSuffix(historyFile(slot, k), ".jsonl")
+	full := e.full
+	if len(full) == 0 && len(e.Judged) > 0 {
+		full = e.Judged[0].Ops
+	}
+	if len(full) > 0 {
+		ev.History, ev.HistoryOps = base+".jsonl", len(full)
+		d.pending = append(d.pending, pendingFile{path: ev.History, ops: full})
+	}
+	for i, rc := range e.Judged {
+		name := base
+		if i > 0 {
+			// Another trial: its own history beside the result's.
+			name = fmt.Sprintf("%s.seed-%d", base, rc.Judged.Seed)
+			d.pending = append(d.pending, pendingFile{path: name + ".jsonl", ops: rc.Ops})
+		}
+		j := rc.Judged
+		j.Format, j.History, j.HistoryOps = FinalFormat, path.Base(name+".jsonl"), len(rc.Ops)
+		if i == 0 {
+			j.HistoryOps = len(full)
+			ev.Final = name + ".final.json"
+		}
+		d.pending = append(d.pending, pendingFile{path: name + ".final.json", rec: &j})
+		if len(e.Result.Trials) > 0 {
+			if ev.TrialFinals == nil {
+				ev.TrialFinals = map[uint64]string{}
+			}
+			ev.TrialFinals[j.Seed] = name + ".final.json"
+		}
 	}
 	d.Evidence[k] = &ev
 }
 
-// AddEvidence keeps a bounded sample of a result's history and its evidence.
+// AddEvidence keeps a result's history (whole, written beside result.json;
+// a bounded sample for the pictures) and its evidence.
 // ops may be nil (a skipped result has no history).
 func (d *Document) AddEvidence(r contracts.Result, ops []history.Op, ev Evidence) {
 	if d.Evidence == nil {
@@ -277,10 +343,10 @@ func (d *Document) AddEvidence(r contracts.Result, ops []history.Op, ev Evidence
 	k := Key(r.Target, r.Contract)
 	ev.HistoryTotal = len(ops)
 	if len(ops) > 0 {
-		sample := SampleHistory(ops, MaxHistoryOps)
-		d.Histories[k] = sample
-		ev.HistoryOps = len(sample)
+		d.Histories[k] = SampleHistory(ops, MaxHistoryOps)
+		ev.HistoryOps = len(ops)
 		ev.History = "histories/" + historyFile(len(d.Evidence), k)
+		d.pending = append(d.pending, pendingFile{path: ev.History, ops: ops})
 	}
 	if len(ev.Windows) == 0 && len(ops) > 0 {
 		ev.Windows = ObservedWindows(ops)
@@ -383,44 +449,38 @@ func (d *Document) MarshalIndent() ([]byte, error) {
 }
 
 func (d *Document) writeHistories(dir string) error {
-	keys := make([]string, 0, len(d.Histories))
-	for k := range d.Histories {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ev := d.Evidence[k]
-		if ev == nil || ev.History == "" {
+	// The files written to another directory before: copied here.
+	for _, rel := range slices.Sorted(maps.Keys(d.files)) {
+		from, to := d.files[rel], filepath.Join(dir, filepath.FromSlash(rel))
+		if from == to {
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(ev.History))
-		if d.written[p] {
+		if _, err := os.Stat(to); err == nil {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := copyFile(from, to); err != nil {
 			return fmt.Errorf("write history: %w", err)
 		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		for _, op := range d.Histories[k] {
-			if err := enc.Encode(op); err != nil {
-				return fmt.Errorf("write history: %w", err)
-			}
-		}
-		if err := WriteFileAtomic(p, b.Bytes()); err != nil {
-			return fmt.Errorf("write history: %w", err)
-		}
-		if d.written == nil {
-			d.written = map[string]bool{}
-		}
-		d.written[p] = true
 	}
+	for len(d.pending) > 0 {
+		p := d.pending[0]
+		if err := p.write(dir); err != nil {
+			return fmt.Errorf("write history: %w", err)
+		}
+		if d.files == nil {
+			d.files = map[string]string{}
+		}
+		d.files[p.path] = filepath.Join(dir, filepath.FromSlash(p.path))
+		d.pending = d.pending[1:] // whole histories leave memory once written
+	}
+	d.pending = nil
 	return nil
 }
 
-// ReadJSON reads a result document and checks its schema. History samples the
-// evidence names are read from beside it; a missing file leaves that history
-// empty (the verdicts and witnesses are in the document itself).
+// ReadJSON reads a result document and checks its schema. The histories the
+// evidence names are read from beside it (Histories keeps a sample of each);
+// a missing file leaves that history empty (the verdicts and witnesses are in
+// the document itself).
 func ReadJSON(path string) (*Document, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -443,7 +503,7 @@ func ReadJSON(path string) (*Document, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read result %s: %w", path, err)
 		}
-		d.Histories[k] = ops
+		d.Histories[k] = SampleHistory(ops, MaxHistoryOps)
 	}
 	return d, nil
 }

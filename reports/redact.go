@@ -156,13 +156,21 @@ func (d *Document) Scrub(secrets ...string) error {
 	// Wall durations are not in the JSON; keep them.
 	nd.Histories = map[string][]history.Op{}
 	for k, ops := range hs {
-		out := make([]history.Op, len(ops))
-		for i, op := range ops {
-			op.Process, op.Job, op.Key, op.Value, op.Err, op.Target = repl(op.Process), repl(op.Job), repl(op.Key), repl(op.Value), repl(op.Err), repl(op.Target)
-			out[i] = op
-		}
-		nd.Histories[repl(k)] = out
+		nd.Histories[repl(k)] = scrubOps(ops, repl)
 	}
+	// Files not yet written: whole histories and final states.
+	for _, p := range d.pending {
+		p.ops = scrubOps(p.ops, repl)
+		if p.rec != nil {
+			j, err := scrubJSON(*p.rec, repl)
+			if err != nil {
+				return err
+			}
+			p.rec = &j
+		}
+		nd.pending = append(nd.pending, p)
+	}
+	nd.slots, nd.files = d.slots, d.files
 	for i := range nd.Results {
 		if i < len(d.Results) {
 			nd.Results[i].Wall = d.Results[i].Wall
@@ -170,6 +178,37 @@ func (d *Document) Scrub(secrets ...string) error {
 	}
 	*d = nd
 	return nil
+}
+
+// scrubOps is ops with every string field scrubbed (a copy; nil for none).
+func scrubOps(ops []history.Op, repl func(string) string) []history.Op {
+	if ops == nil {
+		return nil
+	}
+	out := make([]history.Op, len(ops))
+	for i, op := range ops {
+		op.Process, op.Job, op.Key, op.Value, op.Err, op.Target = repl(op.Process), repl(op.Job), repl(op.Key), repl(op.Value), repl(op.Err), repl(op.Target)
+		out[i] = op
+	}
+	return out
+}
+
+// scrubJSON is v with every string of its JSON scrubbed.
+func scrubJSON[T any](v T, repl func(string) string) (T, error) {
+	var out T
+	b, err := json.Marshal(v)
+	if err != nil {
+		return out, err
+	}
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		return out, err
+	}
+	if b, err = json.Marshal(walk(x, repl)); err != nil {
+		return out, err
+	}
+	err = json.Unmarshal(b, &out)
+	return out, err
 }
 
 func walk(v any, repl func(string) string) any {

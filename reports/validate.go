@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -109,17 +111,28 @@ func (d *Document) Validate() error {
 		}
 	}
 	for k, ev := range d.Evidence {
-		if ev == nil || ev.History == "" {
+		if ev == nil {
 			continue
 		}
-		// The history path is joined to result.json's directory: it must stay in
+		// Every path is joined to result.json's directory: it must stay in
 		// histories/ beside it.
-		h := ev.History
-		if !strings.HasPrefix(h, "histories/") || strings.Contains(h, "..") || strings.ContainsAny(h, "\\\x00") {
-			return bad("evidence %q: history %q is not a file in histories/", Clip(k), Clip(h))
+		files := map[string]string{"history": ev.History, "final": ev.Final}
+		for seed, f := range ev.TrialFinals {
+			files[fmt.Sprintf("trial_finals[%d]", seed)] = f
+		}
+		for _, what := range slices.Sorted(maps.Keys(files)) {
+			if h := files[what]; h != "" && !inHistories(h) {
+				return bad("evidence %q: %s %q is not a file in histories/", Clip(k), what, Clip(h))
+			}
 		}
 	}
 	return nil
+}
+
+// inHistories reports whether p names a file in histories/ (relative, no
+// way out of it).
+func inHistories(p string) bool {
+	return strings.HasPrefix(p, "histories/") && !strings.Contains(p, "..") && !strings.ContainsAny(p, "\\\x00")
 }
 
 // Clip shortens an echoed input for an error message (see redact.Clip).

@@ -38,7 +38,7 @@ func main() {
 // emptyFlags refuses a flag given with an empty value (`--target ”`, often an
 // unset variable): it would silently mean the default.
 func emptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults"} {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults", "result", "final"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue
@@ -334,14 +334,28 @@ func run(args []string) error {
 	var ko cli.CheckOptions
 	var fifo, fencedAck, relayRan, approx bool
 	checkCmd := &cobra.Command{
-		Use:   "check history.jsonl [--final final.json]",
-		Short: "Judge a recorded history (and the final state of broker and store) with the checker",
+		Use:   "check history.jsonl [--final final.json] | check --result DIR/result.json",
+		Short: "Judge a recorded history (and the final state of broker and store) with the checker, or every verdict of a run again",
 		Long: "Judge a recorded history with the checker: the verdict, each property's answer and every\n" +
 			"violation with its witness. The formats are in docs/checker.md. Without --final the\n" +
-			"properties that rest on the final state are unknown. Exit codes as for run.",
-		Args: exactlyOneHistory,
+			"properties that rest on the final state are unknown; with a final-state file a run wrote\n" +
+			"(histories/*.final.json) the verdict is the run's engine's, for the contract it names.\n" +
+			"--result judges every verdict of a run again from the histories and final states beside\n" +
+			"its result.json and says whether each is the run's. Exit codes as for run (1 also when a\n" +
+			"verdict judged again differs from the run's).",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("result") {
+				if len(args) > 0 {
+					return cli.ConfigError(fmt.Errorf("check --result: takes no history argument, got %d", len(args)))
+				}
+				return nil
+			}
+			return exactlyOneHistory(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ko.History = args[0]
+			if len(args) > 0 {
+				ko.History = args[0]
+			}
 			for name, dst := range map[string]**bool{"fifo": &ko.FIFO, "fenced-ack": &ko.FencedAck, "relay-ran": &ko.RelayRan, "approximate-leases": &ko.ApproximateLeases} {
 				if cmd.Flags().Changed(name) {
 					v, _ := cmd.Flags().GetBool(name)
@@ -352,7 +366,8 @@ func run(args []string) error {
 		},
 	}
 	kf := checkCmd.Flags()
-	kf.StringVar(&ko.Final, "final", "", "final state of store and broker (JSON, docs/checker.md)")
+	kf.StringVar(&ko.Final, "final", "", "final state of store and broker (JSON, docs/checker.md), or a final-state file a run wrote")
+	kf.StringVar(&ko.Result, "result", "", "a run's result.json: judge every verdict again from the files beside it")
 	kf.StringVar(&ko.Format, "format", "text", "text or json")
 	kf.BoolVar(&fifo, "fifo", false, "the target claims FIFO within a group (default: the final-state file's)")
 	kf.BoolVar(&fencedAck, "fenced-ack", false, "the broker claims to reject stale acks")

@@ -62,6 +62,7 @@ type planInfo struct {
 	seed uint64
 	jobs int                 // the plan's jobs, count expanded
 	sab  *contracts.Sabotage // the plan's sabotage, or nil
+	plan *plans.Plan         // recorded beside each verdict, for re-judging
 }
 
 // loadPlans reads the --plan files as contracts "plan/<file name without
@@ -82,7 +83,7 @@ func loadPlans(paths []string) ([]*contracts.Contract, map[string]planInfo, erro
 		if err != nil {
 			return nil, nil, ConfigError(err)
 		}
-		pi := planInfo{path: path, seed: p.Seed}
+		pi := planInfo{path: path, seed: p.Seed, plan: p}
 		pi.jobs, _ = p.Size()
 		if p.Sabotage != "" {
 			if pi.sab, err = plans.LookupSabotage(p.Sabotage); err != nil {

@@ -87,18 +87,60 @@ func entryOf(t *target, c *contracts.Contract, o RunOptions, runs []contracts.Re
 			ev.ReproduceTrials[tr.Seed] = reproduce(t, c, o, tr.Seed)
 		}
 	}
-	for _, rec := range recs {
-		ex := rec.exs[res.Seed]
-		if ex == nil {
-			continue
+	// The execution the result shows first, then each other trial's: what
+	// each verdict was judged on (a trial's verdict is its last seed's), for
+	// re-judging.
+	var judged []reports.Recorded
+	shown := -1
+	for k, rec := range recs {
+		if seed := lastSeed(rec); seed == res.Seed && rec.exs[seed] != nil {
+			shown = k
+			judged = append(judged, recorded(t, c, o, seed, rec.runs[seed], rec.exs[seed]))
+			break
 		}
-		run := rec.runs[res.Seed]
-		observed := reports.ObservedWindows(ex.Ops)
-		planned := reports.PlanWindows(run.Scenario.Plan, anchor(ex.Ops, run.Scenario, t.scale), t.scale)
-		ev.Windows = reports.MergeWindows(planned, observed)
-		return reports.NewEntry(res, ex.Ops, ev)
 	}
-	return reports.NewEntry(res, nil, ev)
+	if shown < 0 {
+		return reports.NewEntry(res, nil, ev)
+	}
+	for k, rec := range recs {
+		if seed := lastSeed(rec); k != shown && rec.exs[seed] != nil {
+			judged = append(judged, recorded(t, c, o, seed, rec.runs[seed], rec.exs[seed]))
+		}
+	}
+	ex, run := recs[shown].exs[res.Seed], recs[shown].runs[res.Seed]
+	observed := reports.ObservedWindows(ex.Ops)
+	planned := reports.PlanWindows(run.Scenario.Plan, anchor(ex.Ops, run.Scenario, t.scale), t.scale)
+	ev.Windows = reports.MergeWindows(planned, observed)
+	e := reports.NewEntry(res, ex.Ops, ev)
+	e.Judged = judged
+	return e
+}
+
+// lastSeed is the seed a trial ran last (the seeds a trial tries grow): its
+// verdict is that run's.
+func lastSeed(rec *recorder) uint64 {
+	var last uint64
+	for seed := range rec.runs {
+		last = max(last, seed)
+	}
+	return last
+}
+
+// recorded is what the verdict of one execution of c was judged on: its
+// history, final state, the checker's options and the engine's own inputs
+// (a plan contract's plan, a cluster that did not settle, an outage).
+func recorded(t *target, c *contracts.Contract, o RunOptions, seed uint64, run contracts.Run, ex *contracts.Execution) reports.Recorded {
+	j := reports.Judged{Contract: c.ID, Target: t.Name(), Seed: seed, Final: ex.Final, Check: ex.Check,
+		Unsettled: ex.Unsettled, Unavailable: ex.Unavailable}
+	if run.Sabotage != nil {
+		j.Sabotage = run.Sabotage.Name
+	}
+	if pi, ok := o.plans[c.ID]; ok && pi.plan != nil {
+		if b, err := pi.plan.Marshal(true); err == nil {
+			j.Plan = b
+		}
+	}
+	return reports.Recorded{Judged: j, Ops: ex.Ops}
 }
 
 // anchor estimates the scenario's start in the history's clock: the producer
