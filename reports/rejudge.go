@@ -19,7 +19,6 @@ import (
 // (judged over rounds), or a document written before final states were kept.
 var ErrNotRecorded = errors.New("not recorded for re-judging")
 
-
 // ContractOf returns the contract whose verdict j records.
 func ContractOf(j Judged) (*contracts.Contract, error) {
 	switch {
@@ -126,10 +125,14 @@ func Rejudge(d *Document, dir string) []Rejudgement {
 			}
 			run := contracts.Result{Target: r.Target, Contract: r.Contract, Seed: tr.Seed, Verdict: tr.Verdict, Reason: tr.Reason, Violations: tr.Violations}
 			tj := Rejudgement{Target: r.Target, Contract: r.Contract, Seed: tr.Seed, Trial: true, Run: run, File: f}
-			_, again, cr, err := JudgeFile(filepath.Join(dir, filepath.FromSlash(f)))
-			tj.Again, tj.Checker, tj.Err = again, cr, err
-			if err == nil {
-				tj.Differs = differs(run, again, false)
+			if f == rj.File {
+				// The trial the result shows: judged above.
+				tj.Again, tj.Checker, tj.Err = rj.Again, rj.Checker, rj.Err
+			} else {
+				_, tj.Again, tj.Checker, tj.Err = JudgeFile(filepath.Join(dir, filepath.FromSlash(f)))
+			}
+			if tj.Err == nil {
+				tj.Differs = differs(run, tj.Again, false)
 			}
 			out = append(out, tj)
 		}

@@ -98,9 +98,12 @@ func Check(o CheckOptions, stdout io.Writer) error {
 		return ConfigError(fmt.Errorf("history %s: no operation: want one JSON record per line (docs/checker.md)", o.History))
 	}
 	if o.Format == "json" {
-		return writeJSON(stdout, r)
+		if err := writeJSON(stdout, r); err != nil {
+			return err
+		}
+	} else {
+		writeCheck(stdout, o, r)
 	}
-	writeCheck(stdout, o, r)
 	switch r.Valid {
 	case checker.Invalid:
 		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d violation(s)", len(r.Violations))}
@@ -287,7 +290,13 @@ func CheckResult(o CheckOptions, stdout io.Writer) error {
 	case len(differ) > 0:
 		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("judged again, %d verdict(s) differ from the run's: %s", len(differ), strings.Join(differ, ", "))}
 	}
-	return verdictExit(worst, "judged again as the run judged it")
+	switch worst {
+	case contracts.Violated:
+		return &ExitError{Code: ExitViolation, Err: errors.New("violation, as the run judged it")}
+	case contracts.Unknown:
+		return &ExitError{Code: ExitUnknown, Err: errors.New("unknown, as the run judged it")}
+	}
+	return nil
 }
 
 // writeRejudged prints one line per verdict judged again, then for each that
@@ -322,17 +331,16 @@ func writeRejudged(w io.Writer, path string, rjs []reports.Rejudgement) {
 	}
 	tw.Flush()
 	for _, rj := range rjs {
+		if rj.Trial {
+			continue // a row each; the result's details stand for its trials
+		}
 		if rj.Err != nil || rj.Again.Verdict == contracts.Pass {
 			if errors.Is(rj.Err, reports.ErrNotRecorded) && rj.Run.Verdict != contracts.Skipped {
 				fmt.Fprintf(w, "\n%s %s: %v\n", rj.Target, rj.Contract, rj.Err)
 			}
 			continue
 		}
-		trial := ""
-		if rj.Trial {
-			trial = fmt.Sprintf(" (trial seed %d)", rj.Seed)
-		}
-		fmt.Fprintf(w, "\n%s %s%s: %s: %s\n", rj.Target, rj.Contract, trial, rj.Again.Verdict, rj.Again.Reason)
+		fmt.Fprintf(w, "\n%s %s: %s: %s\n", rj.Target, rj.Contract, rj.Again.Verdict, rj.Again.Reason)
 		for _, s := range checker.Properties {
 			if a := rj.Checker.Properties[s.Name]; a.Valid == checker.Invalid || a.Valid == checker.Unknown {
 				note := ""

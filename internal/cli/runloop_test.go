@@ -162,8 +162,8 @@ func TestStaleResultMovedAside(t *testing.T) {
 		t.Fatalf("result.json is not this run's: %v", err)
 	}
 	hs, _ := filepath.Glob(filepath.Join(dir, "histories", "*"))
-	if len(hs) != 1 || !strings.Contains(hs[0], "retry.bounded") {
-		t.Errorf("histories/ holds %v, want this run's one file", hs)
+	if len(hs) != 2 || !strings.Contains(hs[0], "retry.bounded") || !strings.Contains(hs[1], "retry.bounded") {
+		t.Errorf("histories/ holds %v, want this run's history and its final state", hs)
 	}
 }
 
