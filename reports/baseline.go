@@ -163,6 +163,51 @@ func decodeBaseline(b []byte) (Baseline, error) {
 	return bl, nil
 }
 
+// IsResultBaseline reports whether the baseline file at path is a
+// result.json (a previous run's verdicts) rather than a baseline object.
+func IsResultBaseline(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(b, &probe) != nil {
+		return false
+	}
+	_, ok := probe["schema"]
+	return ok
+}
+
+// Updated is bl expecting the verdicts of diffs instead: each difference's
+// new verdict replaces (or adds) the expected one. A difference the run did
+// not measure (Got empty: it stopped before that result) changes nothing.
+func (bl Baseline) Updated(diffs []Difference) Baseline {
+	out := Baseline{}
+	for t, cs := range bl {
+		out[t] = maps.Clone(cs)
+	}
+	for _, d := range diffs {
+		if d.Got == "" {
+			continue
+		}
+		if out[d.Target] == nil {
+			out[d.Target] = map[string]contracts.Verdict{}
+		}
+		out[d.Target][d.Contract] = d.Got
+	}
+	return out
+}
+
+// Write writes bl as a baseline object ({"target": {"contract": "verdict"}},
+// keys sorted, indented) to path, atomically.
+func (bl Baseline) Write(path string) error {
+	b, err := json.MarshalIndent(bl, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(b, '\n'))
+}
+
 // BaselineOf turns a document's verdicts into a baseline.
 func BaselineOf(d *Document) Baseline {
 	bl := Baseline{}

@@ -68,8 +68,11 @@ type RunOptions struct {
 	Parallel  int // contracts evaluated at a time (0: DefaultParallel)
 	Out       string
 	Baseline  string
-	Formats   []string // files to write besides result.json (default: all)
-	Command   string   // the command line, for the report's reproduce line
+	// UpdateBaseline: after a complete run, the Baseline file expects the
+	// verdicts that differed (improvements and regressions alike).
+	UpdateBaseline bool
+	Formats        []string // files to write besides result.json (default: all)
+	Command        string   // the command line, for the report's reproduce line
 
 	placed   func(n int)         // told after each result is written (tests)
 	resolved []*target           // the targets, resolved already (tests)

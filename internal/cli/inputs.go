@@ -260,7 +260,13 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		o.Seed = infos[pcs[0].ID].seed // the document's seed: the plan's
 	}
 	if o.Baseline == "" {
+		if o.UpdateBaseline {
+			return nil, nil, ConfigError(fmt.Errorf("--update-baseline: give the baseline file to update with --baseline"))
+		}
 		return cs, nil, nil
+	}
+	if o.UpdateBaseline && reports.IsResultBaseline(o.Baseline) {
+		return nil, nil, ConfigError(fmt.Errorf("--update-baseline: %s is a result.json (a run's record, not rewritten): give a baseline file ({\"target\": {\"contract\": \"verdict\"}})", o.Baseline))
 	}
 	bl, err := reports.ReadBaseline(o.Baseline)
 	if err != nil {

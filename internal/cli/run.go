@@ -419,7 +419,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		return ConfigError(runErr)
 	}
 	if baseline != nil {
-		err = gate(stdout, stderr, baseline, doc)
+		err = gate(stdout, stderr, baseline, doc, o)
 	} else {
 		err = verdictError(doc)
 	}
@@ -737,7 +737,7 @@ func appendSummary(path string, doc *reports.Document) error {
 
 // gate compares the run with the baseline: one line per difference, exit 1
 // on any, 0 when every verdict is the expected one.
-func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) error {
+func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document, o RunOptions) error {
 	diffs := bl.Compare(doc)
 	fmt.Fprintln(stdout, reports.GateSummary(diffs))
 	if len(diffs) == 0 {
@@ -750,6 +750,17 @@ func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document) 
 				fmt.Fprintf(stdout, "  %s\n%s", reports.TrialsNote(r), reports.TrialsText(doc, r))
 			}
 		}
+	}
+	if o.UpdateBaseline && doc.Complete {
+		// The verdicts measured become the expected ones: the gate passes.
+		if err := bl.Updated(diffs).Write(o.Baseline); err != nil {
+			return ConfigError(fmt.Errorf("--update-baseline: %w", err))
+		}
+		fmt.Fprintf(stdout, "baseline: updated %s to expect the %d verdict(s) above\n", o.Baseline, len(diffs))
+		return nil
+	}
+	if o.UpdateBaseline {
+		fmt.Fprintf(stdout, "baseline: %s not updated: the run is partial\n", o.Baseline)
 	}
 	return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d verdict(s) differ from the baseline", len(diffs))}
 }
