@@ -207,3 +207,42 @@ func TestFinalFilesStayInHistories(t *testing.T) {
 		}
 	}
 }
+
+// A run recorded on a private Redis cluster (fencing.failover: lost and the
+// contract's own token_reissued, with the cluster's context on each lost
+// job's witness) re-judged from the files a run writes is the same result.
+func TestRejudgeClusterRun(t *testing.T) {
+	base := filepath.Join("..", "contracts", "testdata", "redis-async-fencing-failover-seed1")
+	ops, err := history.ReadFile(base + ".jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(base + ".final.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j Judged
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	c, err := contracts.Lookup(j.Contract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := contracts.Result{Contract: c.ID, Target: "mem", Seed: j.Seed}
+	contracts.Judge(&r, c, contracts.Execution{Ops: ops, Final: j.Final, Check: j.Check})
+	if r.Verdict != contracts.Violated || r.Stats.Violations[string(contracts.PropTokenReissued)] == 0 || r.Cluster == nil {
+		t.Fatalf("the recorded run: %s %v, cluster %v: want lost and token_reissued on a cluster", r.Verdict, r.Stats.Violations, r.Cluster)
+	}
+	e := NewEntry(r, ops, Evidence{})
+	j.Target = "mem"
+	e.Judged = []Recorded{{Judged: j, Ops: ops}}
+	p, doc := writeRun(t, e)
+	rj := Rejudge(doc, filepath.Dir(p))[0]
+	if rj.Err != nil || rj.Differs != "" {
+		t.Fatalf("re-judged: err %v, differs %q", rj.Err, rj.Differs)
+	}
+	if n := rj.Again.Stats.Violations[string(contracts.PropTokenReissued)]; n != r.Stats.Violations[string(contracts.PropTokenReissued)] {
+		t.Errorf("token_reissued ×%d judged again, the run ×%d", n, r.Stats.Violations[string(contracts.PropTokenReissued)])
+	}
+}
