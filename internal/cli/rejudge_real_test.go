@@ -32,20 +32,13 @@ var realKinds = []struct{ kind, env string }{
 // the plan's run is a violation, so that a witness is judged again on every
 // kind; every run it makes, whatever its verdicts, must judge again to them.
 func TestRejudgeRealTargets(t *testing.T) {
-	var bin string
-	binDir := t.TempDir() // the parent's: it outlives each kind's subtest
 	for _, k := range realKinds {
 		t.Run(k.kind, func(t *testing.T) {
 			url := os.Getenv(k.env)
 			if url == "" {
 				t.Skipf("%s is not set; .ci/run sets it", k.env)
 			}
-			if bin == "" {
-				bin = filepath.Join(binDir, "durachk")
-				if b, err := exec.Command("go", "build", "-o", bin, "../../cmd/durachk").CombinedOutput(); err != nil {
-					t.Fatalf("go build: %v\n%s", err, b)
-				}
-			}
+			bin := durachkBinary(t)
 			dir := t.TempDir()
 			plan := filepath.Join(dir, "dual-write.yaml")
 			var pb bytes.Buffer

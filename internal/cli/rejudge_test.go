@@ -154,10 +154,7 @@ func TestCheckResultFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "durachk")
-	if b, err := exec.Command("go", "build", "-o", bin, "../../cmd/durachk").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bin := durachkBinary(t)
 	res := filepath.Join("testdata", "rejudge-mem", "result.json")
 	if err := exec.Command(bin, "check", "--result", res).Run(); exitCode(err) != ExitViolation {
 		t.Errorf("check --result: exit %d, want 1", exitCode(err))
