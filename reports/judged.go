@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,14 +111,35 @@ func (p pendingFile) write(dir string) error {
 		}
 		return WriteFileAtomic(full, append(b, '\n'))
 	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
+	// A whole history may be large: streamed to a file beside, then renamed.
+	f, err := os.CreateTemp(filepath.Dir(full), "."+filepath.Base(full)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	w := bufio.NewWriterSize(f, 1<<16)
+	enc := json.NewEncoder(w)
 	for _, op := range p.ops {
-		if err := enc.Encode(op); err != nil {
-			return err
+		if err = enc.Encode(op); err != nil {
+			break
 		}
 	}
-	return WriteFileAtomic(full, []byte(b.String()))
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, full)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // copyFile copies from to to (atomically), for a document written to a second
