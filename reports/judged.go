@@ -71,10 +71,16 @@ func ReadJudged(path string) (Judged, error) {
 	if j.Format != FinalFormat {
 		return Judged{}, fmt.Errorf("final state %s: format %q, want %q", path, Clip(j.Format), FinalFormat)
 	}
-	if j.History == "" || strings.ContainsAny(j.History, "/\\\x00") || strings.HasPrefix(j.History, ".") {
-		return Judged{}, fmt.Errorf("final state %s: history %q is not a file beside it", path, Clip(j.History))
-	}
 	return j, nil
+}
+
+// historyBeside is the path of j's history, beside its final-state file at
+// path; an error when j names none or one elsewhere.
+func (j Judged) historyBeside(path string) (string, error) {
+	if j.History == "" || strings.ContainsAny(j.History, "/\\\x00") || strings.HasPrefix(j.History, ".") {
+		return "", fmt.Errorf("final state %s: history %q is not a file beside it", path, Clip(j.History))
+	}
+	return filepath.Join(filepath.Dir(path), j.History), nil
 }
 
 // IsJudged reports whether the final-state file at path is one a run wrote

@@ -56,7 +56,11 @@ func JudgeFile(path string) (Judged, contracts.Result, checker.Result, error) {
 	if err != nil {
 		return j, contracts.Result{}, checker.Result{}, err
 	}
-	ops, err := history.ReadFile(filepath.Join(filepath.Dir(path), j.History))
+	hp, err := j.historyBeside(path)
+	if err != nil {
+		return j, contracts.Result{}, checker.Result{}, err
+	}
+	ops, err := history.ReadFile(hp)
 	if err != nil {
 		return j, contracts.Result{}, checker.Result{}, fmt.Errorf("history of %s: %w", path, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/reports"
 )
 
 // oneLine fails t unless err is a configuration error (exit 3) of one line.
@@ -56,6 +57,14 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"t":1,"process":"p","type":"invoke","f":"enqueue","job":"a"}`+"\n"), []byte(`{"store": {"results": [{"job_id": "a"}], "events": [{"id": "e"}]}}`))
 	f.Add([]byte(`{"t":1,"process":"p","type":"invoke","f":"enqueue","job":"a"}`+"\n"), []byte(`{"store": 1}`))
 	f.Add([]byte(`{"t":1,"process":"p","type":"invoke","f":"enqueue","job":"a"}`+"\n"), []byte(`{"final": {}, "check": {"fifo": true}}`))
+	// A run's final-state files (durachk.final/v1): the engine's verdict.
+	rec := filepath.Join("testdata", "rejudge-mem", "histories", "001-mem_plan_power-loss-volatile")
+	if hb, err := os.ReadFile(rec + ".jsonl"); err == nil {
+		fb, _ := os.ReadFile(rec + ".final.json")
+		lines := strings.SplitAfter(string(hb), "\n")
+		f.Add([]byte(strings.Join(lines[:min(40, len(lines))], "")), fb)
+	}
+	f.Add([]byte(`{"t":1,"process":"p","type":"invoke","f":"enqueue","job":"a"}`+"\n"), []byte(`{"format": "durachk.final/v1", "contract": "no.such", "final": {}}`))
 	f.Fuzz(func(t *testing.T, hist, final []byte) {
 		dir := t.TempDir()
 		o := CheckOptions{History: filepath.Join(dir, "h.jsonl")}
@@ -82,6 +91,9 @@ func FuzzCheck(f *testing.F) {
 			switch {
 			case rerr != nil || len(want) == 0 || o.Final != "" && ferr != nil:
 				oneLine(t, "check of "+string(hist), err)
+			case o.Final != "" && reports.IsJudged(o.Final) && Code(err) == ExitConfig:
+				// A run's final-state file naming no contract this durachk knows, or a plan it cannot read.
+				oneLine(t, "check of "+string(hist), err)
 			case Code(err) == ExitConfig:
 				t.Fatalf("check of %d records (%q): exit 3: %v", len(want), hist, err)
 			}
@@ -104,6 +116,7 @@ func FuzzResultFile(f *testing.F) {
 		`{"schema": "durachk.result/v1", "jobs": 1000000000, "targets": [{"name": "mem", "kind": "mem"}], "results": [{"contract": "lease.redelivery", "target": "mem", "verdict": "pass"}], "summary": {"pass": 1}}`,
 		`{"schema": "durachk.result/v1", "targets": [{"name": "r", "kind": "redis", "endpoint": "local"}], "results": [{"contract": "lease.redelivery", "target": "r", "verdict": "pass"}], "summary": {"pass": 1}}`,
 		`{"schema": "durachk.result/v1", "evidence": {"mem/x": {"history": "../../etc/passwd"}}}`,
+		`{"schema": "durachk.result/v1", "targets": [{"name": "mem"}], "evidence": {"mem/x": {"final": "histories/../../x", "trial_finals": {"1": "/etc/passwd"}}}}`,
 		`{"schema": "durachk.result/v1"}`, `{}`, `null`, `[]`, "",
 	} {
 		f.Add([]byte(s))
