@@ -123,16 +123,21 @@ func Rejudge(d *Document, dir string) []Rejudgement {
 		}
 		out = append(out, rj)
 		for _, tr := range r.Trials {
-			f := ev.TrialFinals[tr.Seed]
-			if f == "" || len(r.Trials) < 2 {
-				continue
+			if len(r.Trials) < 2 {
+				break
 			}
+			f := ev.TrialFinals[tr.Seed]
 			run := contracts.Result{Target: r.Target, Contract: r.Contract, Seed: tr.Seed, Verdict: tr.Verdict, Reason: tr.Reason, Violations: tr.Violations}
 			tj := Rejudgement{Target: r.Target, Contract: r.Contract, Seed: tr.Seed, Trial: true, Run: run, File: f}
-			if f == rj.File {
+			switch {
+			case rj.Err != nil && f == "":
+				tj.Err = rj.Err
+			case f == "":
+				tj.Err = fmt.Errorf("%w: this trial's execution was not kept (a broker never reached, or a run that kept only the trials its result could show)", ErrNotRecorded)
+			case f == rj.File:
 				// The trial the result shows: judged above.
 				tj.Again, tj.Checker, tj.Err = rj.Again, rj.Checker, rj.Err
-			} else {
+			default:
 				_, tj.Again, tj.Checker, tj.Err = JudgeFile(filepath.Join(dir, filepath.FromSlash(f)))
 			}
 			if tj.Err == nil {
