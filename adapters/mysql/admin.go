@@ -1,0 +1,145 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+)
+
+// The administrative calls of the harness (cleanup, private servers, replicated
+// topologies): the driver is imported by this package only. Each call opens a
+// pool of one connection and closes it.
+
+func adminDB(ctx context.Context, url string) (*db, error) {
+	c, err := ParseURL(url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	c.cfg.DBName = "" // the server, whatever the URL's database
+	return openDB(ctx, c, 1)
+}
+
+// DropDatabase drops a database durachk made (durachk_…); a missing one is not
+// an error.
+func DropDatabase(ctx context.Context, url, name string) error {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	return dropDatabase(ctx, d, name)
+}
+
+var runDatabaseRE = regexp.MustCompile(`^durachk_([a-z0-9]{4,24})$`)
+
+// DropRunDatabases drops the databases durachk_<run id> of url's server whose
+// run is not live, and names each one it dropped.
+func DropRunDatabases(ctx context.Context, url string, live func(runID string) bool) ([]string, error) {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	rows, err := d.pool.QueryContext(ctx, `SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'durachk\_%' ORDER BY 1`)
+	if err != nil {
+		return nil, d.err("list databases", err, false)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, d.err("list databases", err, false)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, d.err("list databases", err, false)
+	}
+	var dropped []string
+	for _, n := range names {
+		m := runDatabaseRE.FindStringSubmatch(n)
+		if m == nil || live(m[1]) {
+			continue
+		}
+		if err := dropDatabase(ctx, d, n); err != nil {
+			return dropped, err
+		}
+		dropped = append(dropped, "mysql database "+n)
+	}
+	return dropped, nil
+}
+
+// ServerVersion connects to url and names the server ("mariadb 10.11.19").
+func ServerVersion(ctx context.Context, url string) (string, error) {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer d.close()
+	st, err := readSettings(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	return versionName(st), nil
+}
+
+// Ready pings the server at url: nil once it serves requests.
+func Ready(ctx context.Context, url string) error {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return err
+	}
+	d.close()
+	return nil
+}
+
+// Exec runs administrative statements on the server at url, in order, on one
+// connection (CREATE USER, CHANGE MASTER TO, SET GLOBAL …).
+func Exec(ctx context.Context, url string, stmts ...string) error {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	for _, s := range stmts {
+		if _, err := d.pool.ExecContext(ctx, s); err != nil {
+			return d.err("admin", err, true)
+		}
+	}
+	return nil
+}
+
+// Status reads the server's variables and status values named (global), as
+// strings; a name the server does not know is left out.
+func Status(ctx context.Context, url string, names ...string) (map[string]string, error) {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	out := map[string]string{}
+	for _, stmt := range []string{"SHOW GLOBAL VARIABLES", "SHOW GLOBAL STATUS"} {
+		rows, err := d.pool.QueryContext(ctx, stmt)
+		if err != nil {
+			return nil, d.err("status", err, false)
+		}
+		want := map[string]bool{}
+		for _, n := range names {
+			want[n] = true
+		}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return nil, d.err("status", err, false)
+			}
+			if want[k] {
+				out[k] = v
+			}
+		}
+		rows.Close()
+	}
+	return out, nil
+}
