@@ -63,6 +63,7 @@ func ParseURL(raw string, session map[string]string) (*Config, error) {
 	c.DBName = strings.TrimPrefix(u.Path, "/")
 	c.ParseTime, c.Loc, c.ClientFoundRows = true, time.UTC, true
 	c.Timeout = 5 * time.Second
+	c.Logger = quiet{} // the driver's own log lines ("closing bad idle connection") are not durachk's output
 	out := &Config{cfg: c, secret: c.Passwd}
 	q := u.Query()
 	for k := range q {
@@ -111,6 +112,10 @@ func (c *Config) with(params map[string]string) *Config {
 	}
 	return n
 }
+
+type quiet struct{}
+
+func (quiet) Print(...any) {}
 
 // Addr is host:port.
 func (c *Config) Addr() string { return c.cfg.Addr }

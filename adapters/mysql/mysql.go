@@ -67,6 +67,9 @@ type Options struct {
 	// its sessions, or wsrep_on off on Galera): the negative control of the
 	// cluster contracts. Needs a user allowed to set them (SUPER).
 	Unreplicated bool
+	// Notes are added to the capabilities' notes (what the harness does
+	// with this target).
+	Notes []string
 	// BreakOrder is a deliberately broken FIFO (newest first) that still
 	// claims FIFO, as in adapters/mem: the negative control of order.fifo.
 	BreakOrder bool
@@ -296,6 +299,7 @@ func (q *Queue) open(ctx context.Context) error {
 		}
 	}
 	q.caps = capabilities(q.opts, st)
+	q.caps.Notes = append(q.caps.Notes, q.opts.Notes...)
 	return nil
 }
 
