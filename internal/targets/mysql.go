@@ -33,6 +33,8 @@ var mysqlKnobs = map[string]bool{
 }
 
 func init() {
+	readyKinds["mysql"] = func(ctx context.Context, s Spec) error { return myq.Ready(ctx, s.URL) }
+	volatileByAdapter["mysql"] = true // the MEMORY engine, on any server
 	Register(&Kind{Name: "mysql", Schemes: []string{"mysql", "mariadb"}, Parse: parseMySQL,
 		OpenQueue: func(ctx context.Context, s Spec) (adapters.Queue, error) {
 			return myq.Open(ctx, s.URL, s.RunID, mysqlOptions(s))
