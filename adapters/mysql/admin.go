@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 )
@@ -140,6 +141,41 @@ func Status(ctx context.Context, url string, names ...string) (map[string]string
 			}
 		}
 		rows.Close()
+	}
+	return out, nil
+}
+
+// ReplicaStatus is the first row of SHOW SLAVE STATUS on the server at url
+// (column → value), or nil when the server replicates from nobody.
+func ReplicaStatus(ctx context.Context, url string) (map[string]string, error) {
+	d, err := adminDB(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	rows, err := d.pool.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return nil, d.err("replica status", err, false)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, d.err("replica status", err, false)
+	}
+	if !rows.Next() {
+		return nil, d.err("replica status", rows.Err(), false)
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, d.err("replica status", err, false)
+	}
+	out := map[string]string{}
+	for i, c := range cols {
+		out[c] = vals[i].String
 	}
 	return out, nil
 }

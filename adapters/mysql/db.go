@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -23,18 +24,28 @@ import (
 const DefaultMaxConns = 4
 
 // passThrough are the driver's own URL parameters that a target URL may carry.
-var passThrough = map[string]bool{"timeout": true, "readTimeout": true, "writeTimeout": true, "tls": true}
+var passThrough = map[string]bool{"timeout": true, "readTimeout": true, "writeTimeout": true, "tls": true, "addr": true, "spread": true}
 
 // Config is a parsed mysql:// (or mariadb://) URL: what the driver needs, and
 // the password to scrub from every message.
 type Config struct {
 	cfg    *gomysql.Config
 	secret string
+	// addrs are further nodes (addr=host:port, repeated): a connection goes
+	// to the first node that takes writes (read_only off and, on Galera,
+	// wsrep_ready), as a client of a replicated topology does.
+	addrs []string
+	// spread starts each connection's search at another node, so that the
+	// connections of a pool spread over every node that takes writes
+	// (Galera's multi-primary clients).
+	spread bool
 }
 
 // ParseURL reads mysql://user:password@host:port/database?param=value. The
 // database is only where the connection starts (a run's queue lives in a
-// database of its own); the port defaults to 3306. Parameters other than the
+// database of its own); the port defaults to 3306. addr=host:port (repeated)
+// names further nodes of a replicated topology and spread=true spreads
+// connections over them (see Config). Parameters other than these and the
 // driver's timeout, readTimeout, writeTimeout and tls are refused: the target
 // takes its knobs out before it gets here. session, if not empty, are session
 // variables set on every connection (e.g. wsrep_sync_wait).
@@ -72,6 +83,18 @@ func ParseURL(raw string, session map[string]string) (*Config, error) {
 		}
 		v := q.Get(k)
 		switch k {
+		case "addr":
+			for _, a := range q[k] {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					return nil, fmt.Errorf("addr=%q: want host:port", a)
+				}
+				out.addrs = append(out.addrs, a)
+			}
+		case "spread":
+			if v != "true" && v != "false" {
+				return nil, fmt.Errorf("spread=%q: want true or false", v)
+			}
+			out.spread = v == "true"
 		case "tls":
 			if v != "true" && v != "false" && v != "skip-verify" && v != "preferred" {
 				return nil, fmt.Errorf("tls=%q: want true, false, skip-verify or preferred", v)
@@ -103,7 +126,7 @@ func ParseURL(raw string, session map[string]string) (*Config, error) {
 
 // with is a copy of c with more session variables.
 func (c *Config) with(params map[string]string) *Config {
-	n := &Config{cfg: c.cfg.Clone(), secret: c.secret}
+	n := &Config{cfg: c.cfg.Clone(), secret: c.secret, addrs: c.addrs, spread: c.spread}
 	if n.cfg.Params == nil {
 		n.cfg.Params = map[string]string{}
 	}
@@ -131,11 +154,11 @@ type db struct {
 // openDB connects a pool of at most maxConns connections and pings the server.
 // A server that cannot be reached is an error wrapping adapters.ErrUnavailable.
 func openDB(ctx context.Context, c *Config, maxConns int) (*db, error) {
-	conn, err := gomysql.NewConnector(c.cfg)
+	conn, err := c.connector()
 	if err != nil {
 		return nil, &Error{Op: "configure", Err: err, secret: c.secret}
 	}
-	d := &db{pool: sql.OpenDB(conn), target: c.cfg.Addr, secret: c.secret}
+	d := &db{pool: sql.OpenDB(conn), target: strings.Join(append([]string{c.cfg.Addr}, c.addrs...), ","), secret: c.secret}
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
 	}
@@ -150,6 +173,121 @@ func openDB(ctx context.Context, c *Config, maxConns int) (*db, error) {
 }
 
 func (d *db) close() { d.pool.Close() }
+
+// connector is the driver's connector for one node, or a nodesConnector for
+// several.
+func (c *Config) connector() (driver.Connector, error) {
+	if len(c.addrs) == 0 {
+		return gomysql.NewConnector(c.cfg)
+	}
+	nc := &nodesConnector{spread: c.spread}
+	for _, a := range append([]string{c.cfg.Addr}, c.addrs...) {
+		cfg := c.cfg.Clone()
+		cfg.Addr = a
+		one, err := gomysql.NewConnector(cfg)
+		if err != nil {
+			return nil, err
+		}
+		nc.nodes = append(nc.nodes, one)
+	}
+	nc.next.Store(uint32(time.Now().UnixNano()))
+	return nc, nil
+}
+
+// nodeTimeout bounds the connection to one node of several: a node cut off
+// by a partition accepts and never answers.
+const nodeTimeout = 2 * time.Second
+
+// nodesConnector connects to the first node that takes writes, in order, or
+// from a rotating start (spread).
+type nodesConnector struct {
+	nodes  []driver.Connector
+	spread bool
+	next   atomic.Uint32
+}
+
+func (n *nodesConnector) Driver() driver.Driver { return n.nodes[0].Driver() }
+
+func (n *nodesConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	start := 0
+	if n.spread {
+		start = int(n.next.Add(1) % uint32(len(n.nodes)))
+	}
+	var errs []error
+	for i := range n.nodes {
+		one := n.nodes[(start+i)%len(n.nodes)]
+		cctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+		c, err := one.Connect(cctx)
+		if err == nil {
+			err = takesWrites(cctx, c)
+			if err != nil {
+				c.Close()
+			}
+		}
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		errs = append(errs, err)
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return nil, fmt.Errorf("no node takes writes: %s", strings.Join(msgs, "; "))
+}
+
+// errNotWritable: the node is a read-only replica, or a Galera node outside
+// the primary component.
+var errNotWritable = errors.New("the node does not take writes")
+
+// takesWrites asks a fresh connection whether its node takes writes:
+// read_only off and, where wsrep is on (Galera), wsrep_ready.
+func takesWrites(ctx context.Context, c driver.Conn) error {
+	q, ok := c.(driver.QueryerContext)
+	if !ok {
+		return nil
+	}
+	one := func(stmt string) (string, error) {
+		rows, err := q.QueryContext(ctx, stmt, nil)
+		if err != nil {
+			return "", err
+		}
+		defer rows.Close()
+		vals := make([]driver.Value, len(rows.Columns()))
+		if err := rows.Next(vals); err != nil {
+			if err == io.EOF {
+				return "", nil
+			}
+			return "", err
+		}
+		v := vals[len(vals)-1]
+		if b, ok := v.([]byte); ok {
+			return string(b), nil
+		}
+		return fmt.Sprint(v), nil
+	}
+	ro, err := one("SELECT @@global.read_only")
+	if err != nil {
+		return err
+	}
+	if ro == "1" {
+		return errNotWritable
+	}
+	if on, err := one("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'"); err != nil || on != "ON" {
+		return err
+	}
+	if ready, err := one("SHOW GLOBAL STATUS LIKE 'wsrep_ready'"); err != nil || ready != "ON" {
+		if err == nil {
+			err = errNotWritable
+		}
+		return err
+	}
+	return nil
+}
 
 // Server error numbers that are not a definite answer about the statement:
 // the server is going away or killed the connection (the statement may have

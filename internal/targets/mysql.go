@@ -43,6 +43,7 @@ func init() {
 			return myq.ServerVersion(ctx, s.URL)
 		},
 		StartPrivate:    startPrivateMySQL,
+		Cluster:         mysqlClusterKind,
 		CanStartPrivate: canStartPrivateMySQL,
 		Cleanup: func(ctx context.Context, s Spec, c Scope) ([]string, error) {
 			removed, err := myq.DropRunDatabases(ctx, s.URL, c.Live)
@@ -55,7 +56,7 @@ func init() {
 }
 
 func parseMySQL(raw string, u *url.URL) (Spec, error) {
-	if err := UnknownKnobs(u, mysqlKnobs, "timeout", "readTimeout", "writeTimeout", "tls"); err != nil {
+	if err := UnknownKnobs(u, mysqlKnobs, "timeout", "readTimeout", "writeTimeout", "tls", "addr", "spread"); err != nil {
 		return Spec{}, err
 	}
 	q := u.Query()
