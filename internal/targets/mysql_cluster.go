@@ -406,7 +406,10 @@ func (c *replicaCluster) prepare(n *clusterNode, serverID int) error {
 	n.extra = append(c.prof.node.args(), "--server-id="+strconv.Itoa(serverID), "--log-bin=mariadb-bin", "--log-bin-index=mariadb-bin.index",
 		"--log-slave-updates=ON", "--binlog-format=ROW", "--skip-slave-start", "--slave-net-timeout=2", "--gtid-strict-mode=ON")
 	if c.prof.semiSync {
-		n.extra = append(n.extra, "--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-slave-enabled=ON",
+		// The master side is turned on where the node is the primary only
+		// (process, promote): a replica that logs what it applies
+		// (log_slave_updates) would wait for acknowledgements of its own.
+		n.extra = append(n.extra, "--rpl-semi-sync-slave-enabled=ON",
 			"--rpl-semi-sync-master-wait-point="+c.prof.waitPoint, "--rpl-semi-sync-master-timeout="+c.prof.timeout)
 	}
 	return nil
@@ -422,6 +425,9 @@ func (c *replicaCluster) process(n *clusterNode) PrivateProcess {
 				ro = "--read-only=ON"
 			}
 			cmd.Args = append(cmd.Args, ro)
+			if c.prof.semiSync && !n.replica {
+				cmd.Args = append(cmd.Args, "--rpl-semi-sync-master-enabled=ON")
+			}
 			return cmd
 		},
 		Ready: func(ctx context.Context) error { return myq.Ready(ctx, n.rootURL()) }}
@@ -630,7 +636,11 @@ func (c *replicaCluster) promote(ctx context.Context, n *clusterNode) error {
 		n.repl = nil
 	}
 	n.replica = false
-	return myq.Exec(ctx, n.rootURL(), "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF")
+	stmts := []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF"}
+	if c.prof.semiSync {
+		stmts = append(stmts, "SET GLOBAL rpl_semi_sync_master_enabled = ON")
+	}
+	return myq.Exec(ctx, n.rootURL(), stmts...)
 }
 
 func (c *replicaCluster) Partition(names []string) error {
