@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/reaper"
 )
 
 // TestMain lets the test binary play a durachk that starts a cluster and is
 // then SIGKILLed (clusterHelperEnv).
 func TestMain(m *testing.M) {
+	lazyfs.ServeIfAsked() // the disks of a Galera cluster whose node crashes are power losses
 	if url := os.Getenv(clusterHelperEnv); url != "" {
 		os.Exit(clusterHelper(url))
 	}

@@ -29,6 +29,10 @@ import (
 //	                                                        primary falls back to asynchronous (10000)
 //	private-cluster.galera_nodes=N                          a Galera cluster of N nodes instead (3 or 5;
 //	                                                        mysql_galera.go)
+//	private-cluster.crash=kill|power-loss                   Galera: a node crash (node_kill, and every
+//	                                                        node at once in a broker crash) is a kill -9
+//	                                                        (default) or a power loss of the node's
+//	                                                        machine (its data on a lazy file system)
 //	private-instance.*                                      every node's durability settings, as for the
 //	                                                        private server
 //
@@ -48,7 +52,7 @@ import (
 var mysqlClusterKnobs = map[string]bool{
 	ClusterPrefix + "replicas": true, ClusterPrefix + "rpl_semi_sync_master_enabled": true,
 	ClusterPrefix + "rpl_semi_sync_master_wait_point": true, ClusterPrefix + "rpl_semi_sync_master_timeout": true,
-	ClusterPrefix + "galera_nodes": true,
+	ClusterPrefix + "galera_nodes": true, ClusterPrefix + "crash": true,
 }
 
 var mysqlClusterKind = &ClusterKind{Knobs: mysqlClusterKnobs, Check: checkMySQLCluster, Can: canStartMySQLCluster, Start: startMySQLCluster,
@@ -68,6 +72,7 @@ type mysqlClusterProfile struct {
 	timeout   string
 	node      mysqlProfile
 	syncWait  string
+	powerLoss bool // Galera: a node crash drops what the node never fsynced
 }
 
 func mysqlClusterShape(s Spec) mysqlClusterProfile {
@@ -79,6 +84,7 @@ func mysqlClusterShape(s Spec) mysqlClusterProfile {
 		p.galera = n
 	}
 	p.semiSync = s.Options[ClusterPrefix+"rpl_semi_sync_master_enabled"] == "ON"
+	p.powerLoss = s.Options[ClusterPrefix+"crash"] == "power-loss"
 	if v := s.Options[ClusterPrefix+"rpl_semi_sync_master_wait_point"]; v != "" {
 		p.waitPoint = v
 	}
@@ -94,7 +100,11 @@ func (p mysqlClusterProfile) describe() string {
 		if p.syncWait != "" {
 			d += ", wsrep_sync_wait " + p.syncWait
 		}
-		return d + ", innodb_flush_log_at_trx_commit " + p.node.trxCommit
+		d += ", innodb_flush_log_at_trx_commit " + p.node.trxCommit
+		if p.powerLoss {
+			d += ", a node crash is a power loss of its machine"
+		}
+		return d
 	}
 	d := fmt.Sprintf("mariadb primary + %d replica", p.replicas)
 	if p.replicas > 1 {
@@ -127,6 +137,14 @@ func checkMySQLCluster(s Spec) error {
 			if _, both := o[ClusterPrefix+k]; both {
 				return fmt.Errorf("%w: %sgalera_nodes and %s%s exclude each other (Galera replicates by certification, not by the binary log)", ErrBadTarget, ClusterPrefix, ClusterPrefix, k)
 			}
+		}
+	}
+	if v, ok := o[ClusterPrefix+"crash"]; ok {
+		if v != "kill" && v != "power-loss" {
+			return bad("crash", "kill or power-loss")
+		}
+		if _, galera := o[ClusterPrefix+"galera_nodes"]; !galera {
+			return fmt.Errorf("%w: %scrash needs %sgalera_nodes (a power loss of every node is modelled for Galera)", ErrBadTarget, ClusterPrefix, ClusterPrefix)
 		}
 	}
 	if v, ok := o[ClusterPrefix+"rpl_semi_sync_master_enabled"]; ok && v != "ON" && v != "OFF" {

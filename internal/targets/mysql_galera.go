@@ -18,6 +18,8 @@ import (
 
 	myq "github.com/durachk/durachk/adapters/mysql"
 	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/internal/lazyfs"
+	"github.com/durachk/durachk/internal/reaper"
 )
 
 // A private MariaDB Galera cluster (private-cluster.galera_nodes=3): every
@@ -59,6 +61,8 @@ func canStartGalera() error {
 // galeraNode is a node with its Galera ports and how it starts next.
 type galeraNode struct {
 	clusterNode
+	lazy            *lazyfs.Remote // the node's machine's disk, where a crash is a power loss
+	lazyMnt         string         // its mount point and its backing directory (+"-lazyfs")
 	gcomm, ist, sst int
 	bootstrap       bool   // next start: --wsrep-new-cluster
 	startPos        string // next start: --wsrep-start-position
@@ -117,6 +121,11 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		n := &galeraNode{clusterNode: clusterNode{name: name, link: faults.NodeLink(name)}}
 		n.mariadbNode = mariadbNode{dir: filepath.Join(env.Dir, "galera-"+name), ip: fmt.Sprintf("%s.%d", c.claim.block, 11+i),
 			user: user, password: c.cred.root, bins: bins}
+		if c.prof.powerLoss {
+			if err := c.mountLazy(n); err != nil {
+				return nil, s, err
+			}
+		}
 		for _, p := range []*int{&n.port, &n.gcomm, &n.ist, &n.sst} {
 			if *p, err = FreePortOn(n.ip); err != nil {
 				return nil, s, err
@@ -169,11 +178,56 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		return nil, s, fmt.Errorf("private galera cluster did not settle after its start: %w", err)
 	}
 	lap("synced, settled")
-	c.took = time.Since(begin)
-	ok = true
 	u := s
 	u.URL = c.url
+	if c.prof.powerLoss {
+		// The run's queue existed long before a power cut, and the kernel
+		// would have written it back: provision it, then make every node's
+		// disk durable (as the runner's checkpoint does for one server).
+		q, err := OpenQueue(ctx, u)
+		if err != nil {
+			return nil, s, fmt.Errorf("private galera: provision the run's queue: %w", err)
+		}
+		q.Close()
+		time.Sleep(1500 * time.Millisecond) // InnoDB's once-a-second flush has run
+		for _, n := range c.nodes {
+			if err := n.lazy.Sync(); err != nil {
+				return nil, s, fmt.Errorf("private galera %s: checkpoint: %w", n.name, err)
+			}
+		}
+		lap("queue provisioned, every node's disk checkpointed")
+	}
+	c.took = time.Since(begin)
+	ok = true
 	return c, u, nil
+}
+
+// mountLazy puts n's directory on a lazy file system of its own (n's
+// machine's disk), served by `durachk lazyfs` (this binary, or $DURACHK_BIN).
+func (c *galeraCluster) mountLazy(n *galeraNode) error {
+	if err := lazyfs.Available(); err != nil {
+		return fmt.Errorf("private galera: %s%s=power-loss: %w", ClusterPrefix, "crash", err)
+	}
+	bin := os.Getenv("DURACHK_BIN")
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bin = self
+	}
+	mnt := n.dir + "-disk"
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		return err
+	}
+	fs, err := lazyfs.StartRemote(bin, mnt, mnt+"-lazyfs", lazyfs.Options{})
+	if err != nil {
+		return fmt.Errorf("private galera %s: %w", n.name, err)
+	}
+	reaper.Watch(reaper.KindPgid, strconv.Itoa(fs.Pid()))
+	n.lazy, n.lazyMnt = fs, mnt
+	n.dir = filepath.Join(mnt, "mariadb")
+	return nil
 }
 
 func (c *galeraCluster) onFault(link string) func(string) {
@@ -406,7 +460,17 @@ func (c *galeraCluster) Kill(name string) error {
 	n.down = true
 	c.mu.Unlock()
 	c.proxies.cutTo(n.addr())
-	return n.proc.Kill()
+	err = n.proc.Kill()
+	if n.lazy != nil {
+		began := time.Now()
+		loss, lerr := n.lazy.PowerLoss()
+		c.env.logf("  power loss of galera node %s (%s to drop what it never fsynced): %s", n.name, time.Since(began).Round(time.Millisecond), loss)
+		if c.env.OnFault != nil {
+			c.env.OnFault("power_loss", "node:"+n.name)
+		}
+		err = errors.Join(err, lerr)
+	}
+	return err
 }
 
 // Restart brings a killed node back with its recovered position; when no node
@@ -539,6 +603,12 @@ func (c *galeraCluster) Stop() error {
 	c.proxies.closeAll()
 	errs = append(errs, c.nft.remove())
 	for _, n := range c.nodes {
+		if n.lazy != nil {
+			errs = append(errs, n.lazy.Unmount())
+			reaper.Forget(reaper.KindPgid, strconv.Itoa(n.lazy.Pid()))
+			errs = append(errs, os.RemoveAll(n.lazyMnt), os.RemoveAll(n.lazyMnt+"-lazyfs"))
+			continue
+		}
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
 	errs = append(errs, os.RemoveAll(filepath.Join(c.env.Dir, "galera-seed")))
