@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // The administrative calls of the harness (cleanup, private servers, replicated
@@ -30,6 +31,8 @@ func DropDatabase(ctx context.Context, url, name string) error {
 	defer d.close()
 	return dropDatabase(ctx, d, name)
 }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var runDatabaseRE = regexp.MustCompile(`^durachk_([a-z0-9]{4,24})$`)
 
@@ -121,7 +124,15 @@ func Status(ctx context.Context, url string, names ...string) (map[string]string
 	}
 	defer d.close()
 	out := map[string]string{}
-	for _, stmt := range []string{"SHOW GLOBAL VARIABLES", "SHOW GLOBAL STATUS"} {
+	quoted := make([]string, 0, len(names))
+	for _, n := range names {
+		if !nameRE.MatchString(n) {
+			return nil, fmt.Errorf("mysql: status: bad variable name %q", n)
+		}
+		quoted = append(quoted, "'"+n+"'")
+	}
+	where := " WHERE Variable_name IN (" + strings.Join(quoted, ", ") + ")"
+	for _, stmt := range []string{"SHOW GLOBAL VARIABLES" + where, "SHOW GLOBAL STATUS" + where} {
 		rows, err := d.pool.QueryContext(ctx, stmt)
 		if err != nil {
 			return nil, d.err("status", err, false)

@@ -419,3 +419,23 @@ func TestErrorMapping(t *testing.T) {
 func mysqlErr(n uint16) error { return &gomysql.MySQLError{Number: n, Message: "server says"} }
 
 var errInvalidConn = gomysql.ErrInvalidConn
+
+// Status reads variables and status values by name, leaves out names the
+// server does not know and refuses a name that is not one.
+func TestStatus(t *testing.T) {
+	url := testURL(t)
+	ctx := context.Background()
+	st, err := Status(ctx, url, "innodb_flush_log_at_trx_commit", "Uptime", "no_such_variable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["innodb_flush_log_at_trx_commit"] == "" || st["Uptime"] == "" || len(st) != 2 {
+		t.Errorf("status %v, want the setting and Uptime only", st)
+	}
+	if _, err := Status(ctx, url, "x') OR ('1"); err == nil {
+		t.Error("Status took a name that is not one")
+	}
+	if rs, err := ReplicaStatus(ctx, url); err != nil || rs != nil {
+		t.Errorf("replica status of a server that replicates from nobody: %v, %v", rs, err)
+	}
+}
