@@ -365,8 +365,9 @@ func (d *db) withConn(ctx context.Context, op string, fn func(c *sql.Conn) error
 	return d.err(op, fn(c), true)
 }
 
-// rollback ends tx if it is still open, on a context that outlives ctx's
-// cancellation, so that the connection goes back to the pool.
+// rollback ends tx if it is still open (database/sql rolls back by itself
+// when the transaction's context is cancelled), so that the connection goes
+// back to the pool.
 func rollback(tx *sql.Tx) { _ = tx.Rollback() }
 
 // Error is a failed operation. Its text never contains the password.

@@ -165,13 +165,11 @@ func newQueries(database string, opts Options) queries {
 	}
 	visible := `j.visible_at <= ` + now + ` AND (j.lease_until IS NULL OR j.lease_until <= ` + now + `)`
 	eligible := visible
-	if opts.FIFO || opts.BreakOrder {
+	if opts.FIFO {
 		// The first row of the group, whatever its state, blocks the rest. The
 		// subquery is a plain read (not locking, so not skipping): a row that
 		// another lease holds locked still blocks its successors.
-		if opts.FIFO {
-			eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {d}.jobs o WHERE o.grp <> '' AND o.grp = j.grp AND o.id ` + before + ` j.id))`
-		}
+		eligible += ` AND (j.grp = '' OR NOT EXISTS (SELECT 1 FROM {d}.jobs o WHERE o.grp <> '' AND o.grp = j.grp AND o.id ` + before + ` j.id))`
 	}
 	return queries{
 		enqueue: s(`INSERT INTO {d}.jobs (job_id, tenant, document_id, version, payload, created_at, deadline, max_attempts, grp, visible_at)
