@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	myq "github.com/durachk/durachk/adapters/mysql"
 	"github.com/durachk/durachk/faults"
 )
@@ -56,7 +57,16 @@ var mysqlClusterKnobs = map[string]bool{
 }
 
 var mysqlClusterKind = &ClusterKind{Knobs: mysqlClusterKnobs, Check: checkMySQLCluster, Can: canStartMySQLCluster, Start: startMySQLCluster,
-	Describe: func(s Spec) string { return mysqlClusterShape(s).describe() }}
+	Describe: func(s Spec) string { return mysqlClusterShape(s).describe() },
+	Adjust:   adjustMySQLCluster}
+
+// adjustMySQLCluster corrects the capabilities read from the target's own
+// server for the nodes' durability settings.
+func adjustMySQLCluster(s Spec, c *adapters.Capabilities) {
+	p := mysqlClusterShape(s)
+	c.Durable = p.node.trxCommit == "1" && !s.Volatile
+	c.Notes = append(c.Notes, "the cluster's nodes: "+p.node.String())
+}
 
 func init() {
 	for k := range mysqlClusterKnobs {
