@@ -127,3 +127,51 @@ func TestCleanupMySQL(t *testing.T) {
 		t.Errorf("a second cleanup removed %v, %v", again, err)
 	}
 }
+
+func TestMySQLClusterKnobs(t *testing.T) {
+	const base = "mysql://root@127.0.0.1:3306/test?"
+	tests := []struct {
+		knobs, describe, err string
+	}{
+		{knobs: "private-cluster.replicas=1", describe: "mariadb primary + 1 replica (asynchronous)"},
+		{knobs: "private-cluster.replicas=2&private-cluster.rpl_semi_sync_master_enabled=ON&private-cluster.rpl_semi_sync_master_wait_point=AFTER_SYNC",
+			describe: "mariadb primary + 2 replicas (semi-synchronous AFTER_SYNC, timeout 10000 ms)"},
+		{knobs: "private-cluster.replicas=1&private-cluster.rpl_semi_sync_master_enabled=ON&private-cluster.rpl_semi_sync_master_timeout=500",
+			describe: "mariadb primary + 1 replica (semi-synchronous AFTER_COMMIT, timeout 500 ms)"},
+		{knobs: "private-cluster.galera_nodes=3&wsrep_sync_wait=1", describe: "mariadb galera cluster of 3 nodes, wsrep_sync_wait 1, innodb_flush_log_at_trx_commit 1"},
+		{knobs: "private-cluster.galera_nodes=3&private-cluster.crash=power-loss&private-instance.innodb_flush_log_at_trx_commit=2",
+			describe: "mariadb galera cluster of 3 nodes, innodb_flush_log_at_trx_commit 2, a node crash is a power loss of its machine"},
+		{knobs: "private-cluster.replicas=3", err: "want 1 or 2"},
+		{knobs: "private-cluster.galera_nodes=4", err: "want 3 or 5"},
+		{knobs: "private-cluster.galera_nodes=3&private-cluster.replicas=1", err: "exclude each other"},
+		{knobs: "private-cluster.replicas=1&private-cluster.rpl_semi_sync_master_wait_point=LATER", err: "AFTER_SYNC or AFTER_COMMIT"},
+		{knobs: "private-cluster.replicas=1&private-cluster.rpl_semi_sync_master_timeout=0", err: "milliseconds"},
+		{knobs: "private-cluster.replicas=1&private-cluster.crash=power-loss", err: "needs private-cluster.galera_nodes"},
+		{knobs: "private-cluster.galera_nodes=3&private-cluster.crash=fire", err: "kill or power-loss"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.knobs, func(t *testing.T) {
+			s, err := Parse(base + tt.knobs)
+			if tt.err != "" {
+				if err == nil || !errors.Is(err, ErrBadTarget) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Parse = %v, want a bad target naming %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := DescribeCluster(s); got != tt.describe {
+				t.Errorf("describe %q, want %q", got, tt.describe)
+			}
+		})
+	}
+}
+
+func TestGTIDSeq(t *testing.T) {
+	for pos, want := range map[string]uint64{"": 0, "0-1-42": 42, "0-1-42,1-2-7": 42, "0-2-7, 1-1-99": 99, "junk": 0} {
+		if got := gtidSeq(pos); got != want {
+			t.Errorf("gtidSeq(%q) = %d, want %d", pos, got, want)
+		}
+	}
+}
