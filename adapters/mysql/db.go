@@ -237,8 +237,12 @@ func (n *nodesConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	for i, e := range errs {
 		msgs[i] = e.Error()
 	}
-	return nil, fmt.Errorf("no node takes writes: %s", strings.Join(msgs, "; "))
+	return nil, fmt.Errorf("%w: %s", errNoNode, strings.Join(msgs, "; "))
 }
+
+// errNoNode: no node of a node list could be connected to or takes writes;
+// nothing was sent.
+var errNoNode = errors.New("no node takes writes")
 
 // errNotWritable: the node is a read-only replica, or a Galera node outside
 // the primary component.
@@ -347,7 +351,7 @@ func connLevel(err error) bool {
 		return me.Number == erServerShutdown || me.Number == erConnectionKilled || me.Number == erQueryInterrupted
 	}
 	var ne net.Error
-	return errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+	return errors.Is(err, errNoNode) || errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
 		errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, gomysql.ErrPktSync) ||
 		errors.Is(err, gomysql.ErrPktSyncMul) || errors.Is(err, gomysql.ErrMalformPkt)

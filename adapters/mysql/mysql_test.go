@@ -439,3 +439,38 @@ func TestStatus(t *testing.T) {
 		t.Errorf("replica status of a server that replicates from nobody: %v, %v", rs, err)
 	}
 }
+
+// A node list's connections go to a node that takes writes: a node nobody
+// listens on is passed over.
+func TestNodeList(t *testing.T) {
+	url := testURL(t)
+	c, err := ParseURL(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := "mysql://" + c.cfg.User + ":" + c.cfg.Passwd + "@127.0.0.1:1/?addr=" + c.Addr()
+	if c.cfg.Passwd == "" {
+		list = "mysql://" + c.cfg.User + "@127.0.0.1:1/?addr=" + c.Addr()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := Open(ctx, list, queuetest.RunID(), Options{MaxConns: 1})
+	if err != nil {
+		t.Fatalf("open through a node list whose first node is down: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = q.Close()
+		dropAfter(t, url, q.Database())
+	})
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, "mysql://root@127.0.0.1:1/?addr=127.0.0.1:2", "tnone", Options{}); !errors.Is(err, adapters.ErrUnavailable) {
+		t.Errorf("a node list of which no node answers: %v, want unavailable", err)
+	}
+	for _, bad := range []string{"mysql://127.0.0.1:1/?addr=nohost", "mysql://127.0.0.1:1/?spread=maybe"} {
+		if _, err := ParseURL(bad, nil); err == nil {
+			t.Errorf("ParseURL(%s) accepted it", bad)
+		}
+	}
+}
