@@ -131,6 +131,8 @@ func TestServices(t *testing.T) {
 		{service: "postgres", image: "postgres:", port: "5432", health: "pg_isready", command: []string{"fsync=on", "synchronous_commit=on"}},
 		{service: "store", image: "postgres:", port: "5433", health: "pg_isready", command: []string{"fsync=on"}},
 		{service: "nats", image: "nats:", port: "4222", health: "js-enabled-only", command: []string{"-js"}},
+		{service: "mariadb", image: "mariadb:10.11.", port: "3306", health: "--innodb_initialized", command: []string{"--innodb-flush-log-at-trx-commit=1"}},
+		{service: "mysql", image: "mysql:8.4.", port: "3307", health: "ping", command: []string{"--innodb-flush-log-at-trx-commit=1", "--sync-binlog=1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.service, func(t *testing.T) {
@@ -246,8 +248,8 @@ func parse(t *testing.T, yt yamlTarget) targets.Spec {
 func TestDurachkYAML(t *testing.T) {
 	c := load(t)
 	cfg, ts := loadTargets(t, c)
-	if len(ts) != 5 {
-		t.Errorf("%d targets, want 5 (one per broker kind)", len(ts))
+	if len(ts) != 6 {
+		t.Errorf("%d targets, want 6 (one per broker kind)", len(ts))
 	}
 	kinds := map[string]bool{}
 	for _, yt := range ts {
@@ -259,8 +261,8 @@ func TestDurachkYAML(t *testing.T) {
 		}
 		kinds[parse(t, yt).Kind] = true
 	}
-	if len(kinds) != 5 {
-		t.Errorf("broker kinds %v, want five different ones", kinds)
+	if len(kinds) != 6 {
+		t.Errorf("broker kinds %v, want six different ones", kinds)
 	}
 	// The effect store is its own server: no control command may take it down.
 	su, err := url.Parse(cfg.Store)

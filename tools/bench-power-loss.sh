@@ -4,7 +4,7 @@
 # system's own write+fdatasync benchmark (its latency against the backing file system's).
 #
 # Needs root, /dev/fuse, the local Postgres (effect store) and the brokers' server packages
-# (redis-server, postgresql, rabbitmq-server; nats-server is embedded); without FUSE every run is
+# (redis-server, postgresql, rabbitmq-server, mariadb-server; nats-server is embedded); without FUSE every run is
 # skipped with the reason.
 #
 # Usage: tools/bench-power-loss.sh [SEED...]            (default: seed 1)
@@ -18,6 +18,7 @@ pg=${DURACHK_PG_URL%%\?*}
 redis=redis://127.0.0.1:6379/0
 amqp=amqp://guest:guest@127.0.0.1:5672/
 nats=${DURACHK_NATS_URL:-nats://127.0.0.1:4222}
+mysql=${DURACHK_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 
 declare -A url=(
   [redis-always]="$redis?private-instance.appendfsync=always"
@@ -33,8 +34,14 @@ declare -A url=(
   [nats-default]="$nats?storage=file&retention=workqueue"
   [nats-default-journal]="$nats?storage=file&retention=workqueue&power-loss.metadata=journal"
   [nats-sync-always]="$nats?storage=file&retention=workqueue&private-instance.sync_interval=always"
+  [mysql-trx1]="$mysql?private-instance.innodb_flush_log_at_trx_commit=1"
+  [mysql-trx2]="$mysql?private-instance.innodb_flush_log_at_trx_commit=2"
+  [mysql-trx0]="$mysql?private-instance.innodb_flush_log_at_trx_commit=0"
+  [mysql-trx1-binlog-sync0]="$mysql?private-instance.log_bin=ON&private-instance.sync_binlog=0"
+  [mysql-trx1-binlog-sync1]="$mysql?private-instance.log_bin=ON&private-instance.sync_binlog=1"
+  [mysql-trx1-nodoublewrite]="$mysql?private-instance.innodb_doublewrite=OFF"
 )
-order="redis-always redis-everysec redis-no pg-sync-on pg-sync-off pg-fsync-off rabbit-classic rabbit-classic-journal rabbit-quorum rabbit-quorum-journal nats-default nats-default-journal nats-sync-always"
+order="redis-always redis-everysec redis-no pg-sync-on pg-sync-off pg-fsync-off rabbit-classic rabbit-classic-journal rabbit-quorum rabbit-quorum-journal nats-default nats-default-journal nats-sync-always mysql-trx1 mysql-trx2 mysql-trx0 mysql-trx1-binlog-sync0 mysql-trx1-binlog-sync1 mysql-trx1-nodoublewrite"
 profiles=${PROFILES:-$order}
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1)

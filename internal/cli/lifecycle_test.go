@@ -168,6 +168,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 	}
 	kinds := []struct{ kind, env string }{
 		{"postgres", "DURACHK_PG_URL"}, {"redis", "DURACHK_REDIS_URL"}, {"amqp", "DURACHK_AMQP_URL"}, {"nats", "DURACHK_NATS_URL"},
+		{"mysql", "DURACHK_MYSQL_URL"},
 	}
 	bin := durachkBinary(t)
 	// The parent-death signal alone (no watchdog, no cgroup) ends RabbitMQ's

@@ -23,6 +23,8 @@ var parseSeeds = []string{
 	"sqs://KEY:SECRET@127.0.0.1:9324?fifo=true&content-based-dedup=true&attributes.RedrivePolicy=%7B%22maxReceiveCount%22%3A4%7D",
 	"sqs://aws?region=eu-west-1&lease.wait-time-seconds=20&inspect.settle=200ms",
 	"redis://127.0.0.1:6379/0?fifo=1&fifo=2",
+	"mysql://root:pw@127.0.0.1:3306/test?fifo=false&delivery_limit=2&private-instance.innodb_flush_log_at_trx_commit=2&timeout=2s&name=m",
+	"mariadb://u@h/db?wsrep_sync_wait=1&private-instance.sync_binlog=1",
 	"kafka://127.0.0.1:9092",
 	"redis://[::1]:6379/0",
 	"redis://127.0.0.1:6379/0?control.kill=docker kill -s KILL durachk-redis&control.start=docker start durachk-redis&control.timeout=90s",

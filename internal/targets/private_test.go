@@ -136,6 +136,8 @@ func TestPrivateInstances(t *testing.T) {
 			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateServer).PrivateProcess} }},
 		{"redis", "redis://127.0.0.1:6379/0", "redis-server",
 			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateServer).PrivateProcess} }},
+		{"mysql", "mysql://root@127.0.0.1:3306/test", "mariadbd",
+			func(i Instance) []*PrivateProcess { return []*PrivateProcess{&i.(*privateServer).PrivateProcess} }},
 		{"amqp", "amqp://guest:guest@127.0.0.1:5672/", "beam.smp",
 			func(i Instance) []*PrivateProcess {
 				r := i.(*privateRabbit)
