@@ -22,6 +22,14 @@ func nodeClient(addr, password string) *goredis.Client {
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2})
 }
 
+// NodeReady is Ready for the server at addr with its password (its
+// requirepass, "" for none).
+func NodeReady(ctx context.Context, addr, password string) error {
+	c := nodeClient(addr, password)
+	defer c.Close()
+	return c.Exists(ctx, "durachk:ready").Err()
+}
+
 // Replication is a server's own account of its place in replication (INFO
 // replication).
 type Replication struct {

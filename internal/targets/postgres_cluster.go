@@ -18,6 +18,7 @@ import (
 	"github.com/durachk/durachk/adapters/pg"
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/internal/redact"
 )
 
 // Postgres streaming-replication knobs, written as the user runs Postgres:
@@ -121,14 +122,29 @@ func (n *pgNode) startupLog() string { return n.data + ".startup.log" }
 
 func (n *pgNode) addr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.port)) }
 
-// adminURL reaches the node directly, for durachk's own queries.
-func (n *pgNode) adminURL() string {
-	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", n.addr())
+// adminURL reaches node n directly, for durachk's own queries.
+func (c *pgCluster) adminURL(n *pgNode) string {
+	return c.clientURL(n.addr())
 }
+
+// clientURL is the superuser's URL of hosts (host:port, comma-separated).
+func (c *pgCluster) clientURL(hosts string) string {
+	return fmt.Sprintf("postgres://postgres:%s@%s/postgres?sslmode=disable", c.password, hosts)
+}
+
+// pgReplicationUser is the role the standbys stream as: REPLICATION LOGIN,
+// nothing else (pg_hba lets it make replication connections only).
+const pgReplicationUser = "replicator"
 
 // pgCluster is a primary with streaming standbys, each a postgres server of
 // its own on its own loopback address, run as the postgres user with its
 // data and socket in the run directory.
+//
+// Every connection needs a password of the run (SCRAM): the superuser
+// postgres's for durachk and its workers, pgReplicationUser's for the
+// standbys and pg_basebackup, which read it from passfile (mode 0600 in the
+// run directory, never on a command line). pg_hba.conf has no trust and no
+// local line: nothing connects over the socket.
 type pgCluster struct {
 	claim   *blockClaim // the run's loopback block, held until Stop
 	env     ClusterEnv
@@ -139,6 +155,9 @@ type pgCluster struct {
 	url     string
 	took    time.Duration
 	user    string
+	// password is the superuser's, replPassword pgReplicationUser's (in
+	// passfile for the standbys and pg_basebackup).
+	password, replPassword, passfile string
 
 	mu      sync.Mutex
 	primary string
@@ -147,7 +166,8 @@ type pgCluster struct {
 
 func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error) {
 	begin := time.Now()
-	c := &pgCluster{env: env, prof: pgClusterShape(s), primary: "n1"}
+	c := &pgCluster{env: env, prof: pgClusterShape(s), primary: "n1", password: Secret(16), replPassword: Secret(16),
+		passfile: filepath.Join(env.Dir, "pg-replication.pass")}
 	var err error
 	for _, b := range []struct {
 		dst  *string
@@ -187,7 +207,7 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 		if n.pinned, err = c.proxies.start(&faults.Proxy{Upstream: n.addr()}); err != nil {
 			return nil, s, err
 		}
-		url := n.adminURL()
+		url := c.adminURL(n)
 		n.proc = PrivateProcess{Addr: n.addr(), User: c.user, RunID: env.RunID, Name: "pg-" + name, Command: func() *exec.Cmd { return c.command(n) },
 			Ready: func(ctx context.Context) error { _, err := pg.State(ctx, url); return err }}
 		c.nodes = append(c.nodes, n)
@@ -224,7 +244,7 @@ func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec,
 	for _, n := range c.nodes {
 		hosts = append(hosts, n.front.Addr())
 	}
-	c.url = fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&target_session_attrs=read-write", strings.Join(hosts, ","))
+	c.url = c.clientURL(strings.Join(hosts, ",")) + "&target_session_attrs=read-write"
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := c.Settle(sctx); err != nil {
@@ -263,10 +283,12 @@ func (c *pgCluster) command(n *pgNode) *exec.Cmd {
 	}
 	if n.repl != nil {
 		_, port, _ := net.SplitHostPort(n.repl.Addr())
-		args = append(args, "-c", fmt.Sprintf("primary_conninfo=host=127.0.0.1 port=%s user=postgres application_name=%s connect_timeout=2", port, n.name))
+		args = append(args, "-c", fmt.Sprintf("primary_conninfo=host=127.0.0.1 port=%s user=%s passfile=%s application_name=%s connect_timeout=2",
+			port, pgReplicationUser, c.passfile, n.name))
 	}
 	cmd := exec.Command(c.bin.server, args...)
 	cmd.Dir = n.data
+	cmd.Env = pgEnv()
 	// What the server says before its logging collector runs.
 	if f, err := os.OpenFile(n.startupLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
 		cmd.Stderr = f
@@ -275,10 +297,26 @@ func (c *pgCluster) command(n *pgNode) *exec.Cmd {
 	return cmd
 }
 
-// asUser runs a tool as the server's user and returns its error with its output.
-func (c *pgCluster) asUser(ctx context.Context, name string, args ...string) error {
+// pgEnv is durachk's environment without libpq's variables: a PGPASSWORD
+// or PGPASSFILE of the user's would take the place of the run's passfile
+// (in a standby's WAL receiver too), a PGHOST or PGUSER would redirect a tool.
+func pgEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PG") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// asUser runs a tool as the server's user, with stdin if not nil, and returns
+// its error with its output (without the run's secrets).
+func (c *pgCluster) asUser(ctx context.Context, stdin io.Reader, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = c.env.Dir
+	cmd.Stdin = stdin
+	cmd.Env = pgEnv("PGPASSFILE=" + c.passfile)
 	cred, err := Credential(c.user)
 	if err != nil {
 		return err
@@ -286,7 +324,23 @@ func (c *pgCluster) asUser(ctx context.Context, name string, args ...string) err
 	// It dies with durachk too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v: %s", filepath.Base(name), err, strings.TrimSpace(string(out)))
+		msg := strings.TrimSpace(string(out))
+		for _, x := range []string{c.password, c.replPassword} {
+			msg = strings.ReplaceAll(msg, x, redact.Mask)
+		}
+		return fmt.Errorf("%s: %v: %s", filepath.Base(name), err, msg)
+	}
+	return nil
+}
+
+// writeOwned writes a file of the run's directory that only the server's
+// user (and durachk) may read.
+func (c *pgCluster) writeOwned(path, body string) error {
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		return err
+	}
+	if cred, _ := Credential(c.user); cred != nil {
+		return os.Chown(path, int(cred.Uid), int(cred.Gid))
 	}
 	return nil
 }
@@ -305,22 +359,44 @@ func (c *pgCluster) mkdata(n *pgNode) error {
 	return nil
 }
 
+// pgHBA is every node's pg_hba.conf: the superuser and the replication role,
+// each with its password (SCRAM), over TCP from loopback; nothing else, and
+// no connection over the socket.
+const pgHBA = `# durachk: every connection needs the run's password
+host replication ` + pgReplicationUser + ` 127.0.0.0/8 scram-sha-256
+host all postgres 127.0.0.0/8 scram-sha-256
+`
+
+// initPrimary makes the primary's data directory: initdb with the
+// superuser's password (read from a file removed at once), the replication
+// role with its own password (made in single-user mode, the statement on
+// stdin), pg_hba.conf, and the passfile the standbys read.
 func (c *pgCluster) initPrimary(ctx context.Context, n *pgNode) error {
 	if err := c.mkdata(n); err != nil {
 		return err
 	}
-	// 1 MB WAL segments: less to write, and to copy for each standby.
-	if err := c.asUser(ctx, c.bin.initdb, "-D", n.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions",
-		"--wal-segsize=1"); err != nil {
-		return fmt.Errorf("private postgres n1: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(n.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
+	pwfile := filepath.Join(c.env.Dir, "pg-initdb.pw")
+	if err := c.writeOwned(pwfile, c.password+"\n"); err != nil {
 		return err
 	}
-	defer f.Close()
-	_, err = f.WriteString("host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\n")
-	return err
+	// 1 MB WAL segments: less to write, and to copy for each standby.
+	err := c.asUser(ctx, nil, c.bin.initdb, "-D", n.data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--no-sync", "--no-instructions", "--wal-segsize=1")
+	os.Remove(pwfile)
+	if err != nil {
+		return fmt.Errorf("private postgres n1: %w", err)
+	}
+	if err := c.writeOwned(c.passfile, "*:*:*:"+pgReplicationUser+":"+c.replPassword+"\n"); err != nil {
+		return err
+	}
+	// A failed statement is not echoed (log_min_error_statement): it holds
+	// the password.
+	create := fmt.Sprintf("CREATE ROLE %s WITH REPLICATION LOGIN PASSWORD '%s'\n", pgReplicationUser, c.replPassword)
+	if err := c.asUser(ctx, strings.NewReader(create), c.bin.server, "--single", "-D", n.data, "-F",
+		"-c", "password_encryption=scram-sha-256", "-c", "log_min_error_statement=panic", "-c", "exit_on_error=on", "postgres"); err != nil {
+		return fmt.Errorf("private postgres n1: the replication role: %w", err)
+	}
+	return os.WriteFile(filepath.Join(n.data, "pg_hba.conf"), []byte(pgHBA), 0o600)
 }
 
 // coldCopy makes n a standby of primary from a copy of primary's data
@@ -403,9 +479,15 @@ func (c *pgCluster) rejoin(ctx context.Context, n, primary *pgNode) error {
 	if err := c.mkdata(n); err != nil {
 		return err
 	}
-	if err := c.asUser(ctx, c.bin.basebackup, "-h", primary.ip, "-p", strconv.Itoa(primary.port), "-U", "postgres",
-		"-D", n.data, "-X", "stream", "-c", "fast", "-R", "-N"); err != nil {
+	// Without -R: primary_conninfo is on the server's command line
+	// (command), and -R would write the replication password into the
+	// data directory.
+	if err := c.asUser(ctx, nil, c.bin.basebackup, "-h", primary.ip, "-p", strconv.Itoa(primary.port), "-U", pgReplicationUser, "-w",
+		"-D", n.data, "-X", "stream", "-c", "fast", "-N"); err != nil {
 		return fmt.Errorf("private postgres %s: %w", n.name, err)
+	}
+	if err := c.writeOwned(filepath.Join(n.data, "standby.signal"), ""); err != nil {
+		return err
 	}
 	p, err := c.proxies.start(&faults.Proxy{Link: c.env.Links[faults.LinkReplication], Upstream: primary.addr(),
 		Also: []*faults.Link{n.link, primary.link}, OnFault: c.onFault(faults.LinkReplication + ":" + n.name + "->" + primary.name)})
@@ -448,7 +530,7 @@ func (c *pgCluster) NodeURL(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", n.pinned.Addr()), nil
+	return c.clientURL(n.pinned.Addr()), nil
 }
 
 func (c *pgCluster) current() string {
@@ -512,7 +594,7 @@ func (c *pgCluster) Failover(ctx context.Context) (string, error) {
 		if n.name == old || c.isDown(n) || n.link.IsCut() {
 			continue
 		}
-		st, err := pg.State(ctx, n.adminURL())
+		st, err := pg.State(ctx, c.adminURL(n))
 		if err != nil || !st.InRecovery {
 			continue
 		}
@@ -523,7 +605,7 @@ func (c *pgCluster) Failover(ctx context.Context) (string, error) {
 	if best == nil {
 		return "", errors.New("postgres cluster: no live standby to promote")
 	}
-	if err := pg.Promote(ctx, best.adminURL()); err != nil {
+	if err := pg.Promote(ctx, c.adminURL(best)); err != nil {
 		return "", fmt.Errorf("promote %s: %w", best.name, err)
 	}
 	if best.repl != nil {
@@ -597,7 +679,7 @@ func (c *pgCluster) Settle(ctx context.Context) error {
 		if c.isDown(pn) {
 			return fmt.Errorf("the primary %s is down", p)
 		}
-		st, err := pg.State(ctx, pn.adminURL())
+		st, err := pg.State(ctx, c.adminURL(pn))
 		if err != nil {
 			return fmt.Errorf("primary %s: %w", p, err)
 		}
@@ -608,7 +690,7 @@ func (c *pgCluster) Settle(ctx context.Context) error {
 			if n == pn || c.isDown(n) {
 				continue
 			}
-			ns, err := pg.State(ctx, n.adminURL())
+			ns, err := pg.State(ctx, c.adminURL(n))
 			if err != nil {
 				return fmt.Errorf("standby %s: %w", n.name, err)
 			}
@@ -662,6 +744,7 @@ func (c *pgCluster) Stop() error {
 	for _, n := range c.nodes {
 		errs = append(errs, os.RemoveAll(n.data), os.RemoveAll(n.startupLog()))
 	}
+	errs = append(errs, os.RemoveAll(c.passfile))
 	c.claim.release()
 	return errors.Join(errs...)
 }

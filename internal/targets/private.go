@@ -27,7 +27,10 @@ package targets
 // Private instances listen on 127.0.0.1 only (every port: AMQP, Erlang
 // distribution, epmd, Postgres, Redis), keep their data in the run directory,
 // and have a password (Redis requirepass, RabbitMQ default user, Postgres
-// SCRAM) and, for RabbitMQ, an Erlang cookie of their own, random per run.
+// SCRAM, NATS user) and, for RabbitMQ, an Erlang cookie of their own, random
+// per run (Secret). So do the nodes of a private cluster (cluster.go), on
+// their 127.0.B.x addresses: no node, Sentinel, management API or
+// replication link takes a connection without the run's credentials.
 
 import (
 	"context"
@@ -41,6 +44,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -268,11 +272,44 @@ func FreePort() (int, error) {
 }
 
 // Secret returns a fresh random password of n bytes, hex-encoded: letters and
-// digits only, safe in a URL, a config file and a command line.
+// digits only, safe in a URL and a config file. Every credential of a private
+// broker or cluster (passwords, Erlang cookies) comes from here.
 func Secret(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	s := hex.EncodeToString(b)
+	secretsSeen.Lock()
+	for _, f := range secretsSeen.fs {
+		f(s)
+	}
+	secretsSeen.Unlock()
+	return s
+}
+
+// secretsSeen are told every secret Secret makes (SeeSecrets).
+var secretsSeen struct {
+	sync.Mutex
+	fs map[int]func(string)
+	n  int
+}
+
+// SeeSecrets has f told every secret Secret makes until stop is called: a
+// test looks for them where they must never be (a report, a log, a file that
+// outlives the run). f must not call Secret.
+func SeeSecrets(f func(string)) (stop func()) {
+	secretsSeen.Lock()
+	defer secretsSeen.Unlock()
+	if secretsSeen.fs == nil {
+		secretsSeen.fs = map[int]func(string){}
+	}
+	id := secretsSeen.n
+	secretsSeen.n++
+	secretsSeen.fs[id] = f
+	return func() {
+		secretsSeen.Lock()
+		delete(secretsSeen.fs, id)
+		secretsSeen.Unlock()
+	}
 }
 
 func credAttr(c *syscall.Credential) *syscall.SysProcAttr {

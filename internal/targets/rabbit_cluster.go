@@ -2,8 +2,6 @@ package targets
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +133,7 @@ type rabbitCluster struct {
 	installEnv []string
 	epmd       PrivateProcess
 	home       string
+	password   string // rabbitUser's, the cluster's only user (no guest): AMQP and the management API
 	nodes      []*rabbitNode
 	proxies    proxySet
 	nft        *nftTable
@@ -191,11 +190,12 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 	if err := os.MkdirAll(c.home, 0o700); err != nil {
 		return nil, s, err
 	}
-	cookie := make([]byte, 20)
-	_, _ = rand.Read(cookie)
-	if err := os.WriteFile(filepath.Join(c.home, ".erlang.cookie"), []byte(strings.ToUpper(hex.EncodeToString(cookie))), 0o400); err != nil {
+	// Erlang distribution between the nodes (and any rabbitmqctl) needs the
+	// run's cookie.
+	if err := os.WriteFile(filepath.Join(c.home, ".erlang.cookie"), []byte(strings.ToUpper(Secret(20))), 0o400); err != nil {
 		return nil, s, err
 	}
+	c.password = Secret(16)
 	epmdPort, err := FreePort()
 	if err != nil {
 		return nil, s, err
@@ -323,18 +323,16 @@ func chownR(dir string, uid, gid int) error {
 	})
 }
 
-// nodeURL is the target's URL (user, vhost, knobs) with addr as its host.
+// nodeURL is the target's URL (its knobs) with addr as its host, the
+// cluster's own user and password and the vhost /.
 func (c *rabbitCluster) nodeURL(addr string) string {
-	u, err := neturl.Parse(c.spec.URL)
-	if err != nil {
-		return "amqp://guest:guest@" + addr + "/"
+	u := &neturl.URL{Scheme: "amqp", Path: "/"}
+	if orig, err := neturl.Parse(c.spec.URL); err == nil {
+		q := orig.Query()
+		q.Del("addr")
+		u.RawQuery = q.Encode()
 	}
-	q := u.Query()
-	q.Del("addr")
-	u.RawQuery = q.Encode()
-	if u.User == nil {
-		u.User = neturl.UserPassword("guest", "guest")
-	}
+	u.User = neturl.UserPassword(rabbitUser, c.password)
 	u.Host = addr
 	return u.String()
 }
@@ -356,6 +354,11 @@ func (c *rabbitCluster) writeNodeFiles(n *rabbitNode, peers []string, i int) err
 	conf := []string{
 		fmt.Sprintf("listeners.tcp.1 = %s", n.amqpAddr()),
 		"loopback_users.guest = true",
+		// The run's user instead of guest (created on the seed's first boot;
+		// the others join its database): every address is loopback here, where
+		// guest/guest would be let in.
+		"default_user = " + rabbitUser,
+		"default_pass = " + c.password,
 		fmt.Sprintf("management.tcp.ip = %s", n.ip),
 		fmt.Sprintf("management.tcp.port = %d", n.mgmt),
 		"cluster_partition_handling = " + c.prof.handling,
@@ -427,7 +430,7 @@ func (c *rabbitCluster) api(ctx context.Context, n *rabbitNode, path string, v a
 	if err != nil {
 		return err
 	}
-	req.SetBasicAuth("guest", "guest")
+	req.SetBasicAuth(rabbitUser, c.password)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return err

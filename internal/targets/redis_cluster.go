@@ -163,6 +163,10 @@ func (s *redisSentinel) addr() string { return net.JoinHostPort(s.ip, strconv.It
 // replicas itself, through new replication proxies). Sentinels would put a
 // replica that follows a proxy back on the announced address after
 // failover-timeout; it is set to 60 s, beyond a run, so that they do not.
+//
+// Every node and Sentinel takes a password of the run (the config files,
+// mode 0600, are in the run directory): nothing reaches them without it,
+// not even through a proxy.
 type redisCluster struct {
 	claim     *blockClaim // the run's loopback block, held until Stop
 	env       ClusterEnv
@@ -174,6 +178,10 @@ type redisCluster struct {
 	proxies   proxySet
 	url       string
 	took      time.Duration
+	// password is every node's requirepass and masterauth (any node may
+	// become the primary); sentinelPassword is the Sentinels' own
+	// requirepass and sentinel-pass.
+	password, sentinelPassword string
 
 	mu      sync.Mutex
 	primary string // durachk's own view, without Sentinels
@@ -190,7 +198,7 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 	if err != nil {
 		return nil, s, canStartPrivateRedis()
 	}
-	c := &redisCluster{env: env, prof: prof, server: server, primary: "n1"}
+	c := &redisCluster{env: env, prof: prof, server: server, primary: "n1", password: Secret(16)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -224,7 +232,7 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 				cmd.Dir = n.dir
 				return cmd
 			},
-			Ready: func(ctx context.Context) error { return rq.Ready(ctx, addr) }}
+			Ready: func(ctx context.Context) error { return rq.NodeReady(ctx, addr, c.password) }}
 		c.nodes = append(c.nodes, n)
 	}
 	primary := c.nodes[0]
@@ -249,12 +257,14 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 		for _, st := range c.sentinels[1:] {
 			q = append(q, "addr="+st.addr())
 		}
-		c.url = fmt.Sprintf("redis://%s/0?master_name=%s&%s", c.sentinels[0].addr(), redisSentinelMaster, strings.Join(q, "&"))
+		// go-redis's form: the Sentinels' password in the user info, the
+		// nodes' in the password parameter.
+		c.url = fmt.Sprintf("redis://:%s@%s/0?master_name=%s&%s&password=%s", c.sentinelPassword, c.sentinels[0].addr(), redisSentinelMaster, strings.Join(q, "&"), c.password)
 	} else {
 		if c.vip, err = c.proxies.start(&faults.Proxy{Upstream: primary.addr(), Also: []*faults.Link{primary.link}, OnFault: c.onFault("primary-address")}); err != nil {
 			return nil, s, err
 		}
-		c.url = "redis://" + c.vip.Addr() + "/0"
+		c.url = c.nodeURL(c.vip.Addr())
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -294,6 +304,8 @@ func (c *redisCluster) throughProxy(n, primary *redisNode) error {
 func (c *redisCluster) writeConf(n *redisNode) error {
 	_, fport, _ := net.SplitHostPort(n.front.Addr())
 	lines := []string{
+		"requirepass " + c.password,
+		"masterauth " + c.password,
 		"bind " + n.ip,
 		"port " + strconv.Itoa(n.port),
 		"protected-mode no",
@@ -329,6 +341,7 @@ func (c *redisCluster) currentPrimary() string {
 }
 
 func (c *redisCluster) startSentinels(ctx context.Context, block string) error {
+	c.sentinelPassword = Secret(16)
 	for j := 0; j < c.prof.sentinels; j++ {
 		st := &redisSentinel{ip: fmt.Sprintf("%s.%d", block, 21+j)}
 		var err error
@@ -348,6 +361,7 @@ func (c *redisCluster) startSentinels(ctx context.Context, block string) error {
 			return err
 		}
 		lines := []string{
+			"requirepass " + c.sentinelPassword,
 			"bind " + st.ip,
 			"port " + strconv.Itoa(st.port),
 			"protected-mode no",
@@ -360,6 +374,9 @@ func (c *redisCluster) startSentinels(ctx context.Context, block string) error {
 			"sentinel down-after-milliseconds " + redisSentinelMaster + " 500",
 			"sentinel failover-timeout " + redisSentinelMaster + " 60000",
 			"sentinel parallel-syncs " + redisSentinelMaster + " 4",
+			"sentinel auth-pass " + redisSentinelMaster + " " + c.password,
+			// What a Sentinel tells the others (votes, hellos) needs their password.
+			"sentinel sentinel-pass " + c.sentinelPassword,
 		}
 		// Known from the start, so that a failover can be voted on at once
 		// instead of after the hello messages (every 2 s).
@@ -430,7 +447,12 @@ func (c *redisCluster) NodeURL(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "redis://" + n.pinned.Addr() + "/0", nil
+	return c.nodeURL(n.pinned.Addr()), nil
+}
+
+// nodeURL is a plain client URL of addr with the nodes' password.
+func (c *redisCluster) nodeURL(addr string) string {
+	return "redis://:" + c.password + "@" + addr + "/0"
 }
 
 // byAnnounced maps an address a node announces (its front proxy) to the node.
@@ -469,7 +491,7 @@ func (c *redisCluster) Primary(ctx context.Context) (string, error) {
 	}
 	var errs []error
 	for _, st := range c.sentinels {
-		v, err := rq.Sentinel(ctx, st.addr(), "", redisSentinelMaster)
+		v, err := rq.Sentinel(ctx, st.addr(), c.sentinelPassword, redisSentinelMaster)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -539,7 +561,7 @@ func (c *redisCluster) Failover(ctx context.Context) (string, error) {
 		if n.name == old || c.isDown(n) || n.link.IsCut() {
 			continue
 		}
-		r, err := rq.NodeReplication(ctx, n.addr(), "")
+		r, err := rq.NodeReplication(ctx, n.addr(), c.password)
 		if err != nil {
 			continue
 		}
@@ -550,7 +572,7 @@ func (c *redisCluster) Failover(ctx context.Context) (string, error) {
 	if best == nil {
 		return "", errors.New("redis cluster: no live replica to promote")
 	}
-	if err := rq.ReplicaOf(ctx, best.addr(), "", ""); err != nil {
+	if err := rq.ReplicaOf(ctx, best.addr(), c.password, ""); err != nil {
 		return "", fmt.Errorf("promote %s: %w", best.name, err)
 	}
 	if best.repl != nil {
@@ -577,7 +599,7 @@ func (c *redisCluster) follow(ctx context.Context, n, primary *redisNode) error 
 	if err := c.throughProxy(n, primary); err != nil {
 		return err
 	}
-	if err := rq.ReplicaOf(ctx, n.addr(), "", n.repl.Addr()); err != nil {
+	if err := rq.ReplicaOf(ctx, n.addr(), c.password, n.repl.Addr()); err != nil {
 		return fmt.Errorf("%s follows %s: %w", n.name, primary.name, err)
 	}
 	return c.writeConf(n)
@@ -635,7 +657,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 		if c.isDown(pn) {
 			return fmt.Errorf("the primary %s is down", p)
 		}
-		r, err := rq.NodeReplication(ctx, pn.addr(), "")
+		r, err := rq.NodeReplication(ctx, pn.addr(), c.password)
 		if err != nil {
 			return fmt.Errorf("primary %s: %w", p, err)
 		}
@@ -646,7 +668,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 			if n == pn || c.isDown(n) {
 				continue
 			}
-			r, err := rq.NodeReplication(ctx, n.addr(), "")
+			r, err := rq.NodeReplication(ctx, n.addr(), c.password)
 			if err != nil {
 				return fmt.Errorf("replica %s: %w", n.name, err)
 			}
@@ -659,7 +681,7 @@ func (c *redisCluster) Settle(ctx context.Context) error {
 			}
 		}
 		for _, st := range c.sentinels {
-			v, err := rq.Sentinel(ctx, st.addr(), "", redisSentinelMaster)
+			v, err := rq.Sentinel(ctx, st.addr(), c.sentinelPassword, redisSentinelMaster)
 			if err != nil {
 				return fmt.Errorf("sentinel %s: %w", st.addr(), err)
 			}
