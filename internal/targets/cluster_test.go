@@ -100,6 +100,7 @@ func settle(t *testing.T, c Cluster) {
 // comes back as a replica of the new one.
 func TestRedisClusterSentinelFailover(t *testing.T) {
 	c, s, _ := startTestCluster(t, "redis://127.0.0.1:6379/0?private-cluster.replicas=2&private-cluster.sentinels=3")
+	assertRedisLockedDown(t, c)
 	if c.StartTime() > 10*time.Second {
 		t.Errorf("start took %v", c.StartTime())
 	}
@@ -129,6 +130,7 @@ func TestRedisClusterSentinelFailover(t *testing.T) {
 // clients' address; a partitioned node is cut from the clients.
 func TestRedisClusterManualFailover(t *testing.T) {
 	c, _, _ := startTestCluster(t, "redis://127.0.0.1:6379/0?private-cluster.replicas=2&private-cluster.sentinels=0")
+	assertRedisLockedDown(t, c)
 	if err := c.Kill("n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +188,7 @@ func TestRedisClusterKnobs(t *testing.T) {
 // once the partition heals.
 func TestPostgresClusterFailover(t *testing.T) {
 	c, s, _ := startTestCluster(t, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&private-cluster.standbys=1")
+	assertPGLockedDown(t, c)
 	// ≤ 2 s on an idle machine; the bound leaves room for a loaded one.
 	if c.StartTime() > 10*time.Second {
 		t.Errorf("start took %v", c.StartTime())
@@ -217,6 +220,7 @@ func TestPostgresClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, c)
+	assertPGLockedDown(t, c) // n1 and n2 rejoined from base backups
 }
 
 func TestPostgresClusterKnobs(t *testing.T) {
@@ -247,6 +251,7 @@ func TestRabbitClusterLeaderKillAndPartition(t *testing.T) {
 		t.Skip("a RabbitMQ cluster takes tens of seconds")
 	}
 	c, s, _ := startTestCluster(t, "amqp://guest:guest@127.0.0.1:5672/?queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&private-cluster.cluster_partition_handling=pause_minority")
+	assertRabbitLockedDown(t, c)
 	if !strings.Contains(s.URL, "addr=") {
 		t.Fatalf("the run's URL is not a node list: %s", Redact(s.URL))
 	}
