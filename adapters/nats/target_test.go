@@ -193,8 +193,13 @@ func TestPrivateServerIsPrivate(t *testing.T) {
 	u, _ := url.Parse(inst.URL())
 	wrong := *u
 	wrong.User = url.UserPassword("durachk", "guessed")
-	if _, err := nq.ServerVersion(ctx, wrong.String()); err == nil {
-		t.Error("the private server accepts a wrong password")
+	if _, err := nq.ServerVersion(ctx, wrong.String()); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("the private server with a wrong password: %v, want an authorization violation", err)
+	}
+	anonymous := *u
+	anonymous.User = nil
+	if _, err := nq.ServerVersion(ctx, anonymous.String()); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("the private server without credentials: %v, want an authorization violation", err)
 	}
 	v, err := nq.ServerVersion(ctx, inst.URL())
 	if err != nil || !strings.HasPrefix(v, "nats-server 2.") {

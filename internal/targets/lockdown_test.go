@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,6 +206,31 @@ func assertRabbitLockedDown(t *testing.T, c Cluster) {
 		assertCookie(t, n.name, net.JoinHostPort(n.ip, strconv.Itoa(n.dist)), "durachk-probe@127.0.0.1", string(cookie))
 	}
 	accepts(t, "the run's node list", rabbit.Ready(c.URL()))
+}
+
+// assertRabbitNodeLockedDown: a private node refuses guest/guest (it has
+// the run's user instead), and its distribution port the wrong cookie.
+func assertRabbitNodeLockedDown(t *testing.T, r *privateRabbit, u url.URL) {
+	t.Helper()
+	u.User = url.UserPassword("guest", "guest")
+	refuses(t, "private rabbitmq as guest", rabbit.Ready(u.String()), "403", "ACCESS_REFUSED", "username or password not allowed")
+	cookie, err := os.ReadFile(filepath.Join(r.dir, "home", ".erlang.cookie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(r.dir, "home", ".erlang.cookie")); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("the Erlang cookie is readable by others: %v %v", fi.Mode(), err)
+	}
+	dist := ""
+	for _, kv := range r.Command().Env {
+		if v, ok := strings.CutPrefix(kv, "RABBITMQ_DIST_PORT="); ok {
+			dist = v
+		}
+	}
+	if dist == "" {
+		t.Fatal("private rabbitmq: no RABBITMQ_DIST_PORT")
+	}
+	assertCookie(t, "private rabbitmq", "127.0.0.1:"+dist, "durachk-probe@localhost", string(cookie))
 }
 
 func httpStatus(ctx context.Context, t *testing.T, url, user, pass string) int {

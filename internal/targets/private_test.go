@@ -203,6 +203,9 @@ func TestPrivateInstances(t *testing.T) {
 			if err := readyKinds[tt.kind](ctx, pspec); err != nil {
 				t.Errorf("private %s refuses its own URL: %v", tt.kind, err)
 			}
+			if r, ok := inst.(*privateRabbit); ok {
+				assertRabbitNodeLockedDown(t, r, *u)
+			}
 			ready := func() error { return readyKinds[tt.kind](ctx, pspec) }
 			// Pause freezes the server: it answers nothing until Resume.
 			pz := inst.(Pauser)
