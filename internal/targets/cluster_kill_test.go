@@ -159,6 +159,11 @@ func TestClusterDiesWithDurachk(t *testing.T) {
 			if _, err := reaper.Sweep(func(id string) bool { return id != runID }); err != nil {
 				t.Error(err)
 			}
+			// With it go the files that hold the run's credentials (configs,
+			// passfile, cookie): nothing of them outlives the run.
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("cleanup left the run directory %s", dir)
+			}
 			removed, err := CleanupNFT(func(id string) bool { return id != runID })
 			if err != nil {
 				t.Fatal(err)
