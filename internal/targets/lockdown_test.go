@@ -203,7 +203,7 @@ func assertRabbitLockedDown(t *testing.T, c Cluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertCookie(t, n.name, net.JoinHostPort(n.ip, strconv.Itoa(n.dist)), "durachk-probe@127.0.0.1", string(cookie))
+		assertCookie(t, n.name, net.JoinHostPort(n.ip, strconv.Itoa(n.dist)), "127.0.0.1", string(cookie))
 	}
 	accepts(t, "the run's node list", rabbit.Ready(c.URL()))
 }
@@ -230,7 +230,7 @@ func assertRabbitNodeLockedDown(t *testing.T, r *privateRabbit, u url.URL) {
 	if dist == "" {
 		t.Fatal("private rabbitmq: no RABBITMQ_DIST_PORT")
 	}
-	assertCookie(t, "private rabbitmq", "127.0.0.1:"+dist, "durachk-probe@localhost", string(cookie))
+	assertCookie(t, "private rabbitmq", "127.0.0.1:"+dist, "localhost", string(cookie))
 }
 
 func httpStatus(ctx context.Context, t *testing.T, url, user, pass string) int {
@@ -252,9 +252,10 @@ func httpStatus(ctx context.Context, t *testing.T, url, user, pass string) int {
 }
 
 // assertCookie checks the Erlang cookie of the node at dist: random per run
-// (40 characters or more), readable by its owner only, not the machine's
-// shared broker's, and the only one its distribution port accepts.
-func assertCookie(t *testing.T, node, dist, probe, cookie string) {
+// (32 characters or more), not the machine's shared broker's, and the only
+// one its distribution port accepts from a node on host (long or short
+// names, as the node's).
+func assertCookie(t *testing.T, node, dist, host, cookie string) {
 	t.Helper()
 	if len(cookie) < 32 {
 		t.Errorf("%s: Erlang cookie of %d characters", node, len(cookie))
@@ -262,11 +263,11 @@ func assertCookie(t *testing.T, node, dist, probe, cookie string) {
 	if shared, err := os.ReadFile("/var/lib/rabbitmq/.erlang.cookie"); err == nil && strings.TrimSpace(string(shared)) == cookie {
 		t.Errorf("%s: the Erlang cookie is the shared broker's", node)
 	}
-	if err := erlangHandshake(dist, probe, cookie); err != nil {
+	if err := erlangHandshake(dist, host, cookie); err != nil {
 		t.Errorf("%s: the run's cookie is refused at %s: %v", node, dist, err)
 	}
 	for _, wrong := range []string{"WRONGCOOKIE", strings.ToLower(cookie)} {
-		if err := erlangHandshake(dist, probe, wrong); !errors.Is(err, errCookieRefused) {
+		if err := erlangHandshake(dist, host, wrong); !errors.Is(err, errCookieRefused) {
 			t.Errorf("%s: a wrong cookie at %s: %v, want it refused", node, dist, err)
 		}
 	}
@@ -275,11 +276,13 @@ func assertCookie(t *testing.T, node, dist, probe, cookie string) {
 var errCookieRefused = errors.New("the node closed the connection after the challenge reply")
 
 // erlangHandshake runs the Erlang distribution handshake (protocol version 6,
-// OTP 23 and later) with the node at addr as the hidden node name (a hidden
-// node: no global name registry is synced with it) with cookie, and returns
-// nil once the node acknowledges the challenge reply, errCookieRefused if it
+// OTP 23 and later) with the node at addr as a hidden node (no global name
+// registry is synced with it) on host, named afresh each time (a node still
+// connected under a name answers "alive" to it), with cookie, and returns nil
+// once the node acknowledges the challenge reply, errCookieRefused if it
 // closes the connection instead.
-func erlangHandshake(addr, name, cookie string) error {
+func erlangHandshake(addr, host, cookie string) error {
+	name := fmt.Sprintf("durachk-probe-%d@%s", rand.Uint32(), host)
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return err
