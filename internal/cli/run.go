@@ -22,6 +22,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/reports"
 )
@@ -318,6 +319,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
 	}
+	keepLogs(ts, o.Out)
 	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
 	doc.Jobs, doc.Planned, doc.Wall.RunID = o.Jobs, planned, runID
 	if o.Trials > 1 {
@@ -668,7 +670,20 @@ func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, paralle
 }
 
 // outputs are the files a run writes in its --out directory.
-var outputs = []string{"result.json", "histories", "junit.xml", "summary.md", "report.html"}
+var outputs = []string{"result.json", "histories", "junit.xml", "summary.md", "report.html", brokerLogs}
+
+// brokerLogs is the directory of --out where the logs of a private broker
+// that did not start are kept (its run directory goes with the run).
+const brokerLogs = "broker-logs"
+
+// keepLogs has the real targets keep such logs in out.
+func keepLogs(ts []*target, out string) {
+	for _, t := range ts {
+		if rt, ok := t.Target.(*runner.Target); ok {
+			rt.KeepLogs = filepath.Join(out, brokerLogs)
+		}
+	}
+}
 
 // prepareOut creates dir and moves the files of an earlier run there aside,
 // into previous-<time of its result.json>, so that nothing stale is read as

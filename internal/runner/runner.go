@@ -336,7 +336,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		}()
 	}
 	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
-		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
+		if err := r.startBroker(instDir); err != nil {
 			return ex, err
 		}
 		r.inst = r.onLazy(r.inst)
@@ -348,6 +348,14 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	if targets.HasPrivateCluster(r.spec) || (r.sc.Plan.NeedsNodes() && targets.HasExternalCluster(r.spec)) {
 		if err := r.startCluster(); err != nil {
+			if ctx.Err() != nil {
+				return ex, ctx.Err()
+			}
+			if targets.HasPrivateCluster(r.spec) {
+				// Tried twice, on fresh ports (startCluster): this contract
+				// has no verdict; the others run on clusters of their own.
+				return ex, fmt.Errorf("%w: the private cluster did not start (twice, on fresh ports): %v%s", contracts.ErrUnavailable, err, r.keepLogs(err, 2))
+			}
 			return ex, err
 		}
 	}
@@ -488,6 +496,63 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	return contracts.Execution{Unsettled: unsettled, Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
 			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
+}
+
+// startBrokerFunc starts the broker a run kills (targets.StartBroker); a
+// seam for tests, which make a start fail.
+var startBrokerFunc = targets.StartBroker
+
+// startBroker starts the broker the plan kills: the target's own under its
+// control commands, or a private instance. A private instance that does not
+// start is started once more, on fresh ports (a port taken between its
+// choice and the bind, a node too slow on a loaded machine); if that fails
+// too, this contract is unknown, with the broker's last log lines in the
+// reason and its logs kept (Target.KeepLogs): the run goes on.
+func (r *run) startBroker(dir string) error {
+	inst, spec, err := startBrokerFunc(r.ctx, r.spec, dir)
+	private := !r.spec.ControlKills()
+	if err != nil && private && r.ctx.Err() == nil {
+		r.logf("the private %s broker did not start, once more on fresh ports: %v%s", r.spec.Kind, err, r.keepLogs(err, 1))
+		inst, spec, err = startBrokerFunc(r.ctx, r.spec, dir)
+		if err != nil && r.ctx.Err() == nil {
+			return fmt.Errorf("%w: the private %s broker did not start (twice, on fresh ports): %v%s", contracts.ErrUnavailable, r.spec.Kind, err, r.keepLogs(err, 2))
+		}
+	}
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		return err
+	}
+	r.inst, r.spec = inst, spec
+	return nil
+}
+
+// keepLogs copies the logs a StartError in err carries into the target's
+// KeepLogs directory, named by the run and the attempt, and returns the
+// note for the message: " (its logs: a, b)", or "".
+func (r *run) keepLogs(err error, attempt int) string {
+	var se *targets.StartError
+	if r.t.KeepLogs == "" || !errors.As(err, &se) || len(se.Logs) == 0 {
+		return ""
+	}
+	if mkErr := os.MkdirAll(r.t.KeepLogs, 0o755); mkErr != nil {
+		r.logf("logs of the broker that did not start: %v", mkErr)
+		return ""
+	}
+	var kept []string
+	for _, l := range se.Logs {
+		path := filepath.Join(r.t.KeepLogs, fmt.Sprintf("%s-%s-%d-%s", r.spec.RunID, se.Name, attempt, l.Name))
+		if wErr := os.WriteFile(path, l.Data, 0o644); wErr != nil {
+			r.logf("logs of the broker that did not start: %v", wErr)
+			continue
+		}
+		kept = append(kept, path)
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return " (its logs: " + strings.Join(kept, ", ") + ")"
 }
 
 // brokerSilent reports whether err says the broker did not answer (rather
@@ -882,6 +947,12 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			r.restart = time.Time{}
 			began := time.Now()
 			if err := r.inst.Restart(r.ctx); err != nil {
+				var se *targets.StartError
+				if r.ctx.Err() == nil && targets.IsPrivate(r.inst) && errors.As(err, &se) {
+					// The broker the plan killed did not come back on its
+					// data: this contract has no verdict, the run goes on.
+					return false, fmt.Errorf("%w: the private %s broker did not start again after the planned kill: %v%s", contracts.ErrUnavailable, r.spec.Kind, err, r.keepLogs(err, 1))
+				}
 				return false, fmt.Errorf("restart of the private broker: %w", err)
 			}
 			// A broker slow to boot (RabbitMQ on a loaded machine: tens of
