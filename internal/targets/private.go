@@ -73,15 +73,15 @@ type PrivateProcess struct {
 	// Logs are the log files (globs) the server writes: when it does not
 	// start, the end of each goes into the error (a StartError) with the end
 	// of its output, Secret (if set) scrubbed from them.
-	Logs        []string
-	Secret      string
-	out         *ringBuffer // the last of its stdout and stderr (where Command sets none)
-	cmd         *exec.Cmd
-	done        chan error
-	started     bool
-	cgroup      string // "" : none
-	pgid        int
-	paused      bool
+	Logs    []string
+	Secret  string
+	out     *ringBuffer // the last of its stdout and stderr (where Command sets none)
+	cmd     *exec.Cmd
+	done    chan error
+	started bool
+	cgroup  string // "" : none
+	pgid    int
+	paused  bool
 }
 
 // Credential returns the SysProcAttr credential for name when running as root.
