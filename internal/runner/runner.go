@@ -108,9 +108,16 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
+	// The probe's namespaces go on every path, SIGINT too: with a context of
+	// their own, bounded.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	q, err := targets.OpenQueue(ctx, probe)
 	if err != nil {
-		_ = targets.TeardownStore(ctx, probe)
+		_ = targets.TeardownStore(tctx, probe)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
@@ -127,11 +134,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.TeardownQueue(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(tctx, probe); err != nil {
+		_ = targets.TeardownStore(tctx, probe)
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	// The store is another server: name it, not the target, when it fails.
-	if err := targets.TeardownStore(ctx, probe); err != nil {
+	if err := targets.TeardownStore(tctx, probe); err != nil {
 		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {

@@ -194,7 +194,16 @@ func (p *PrivateProcess) Start(ctx context.Context) error {
 			if p.Ready == nil {
 				return nil
 			}
-			if notReady = p.Ready(ctx); notReady == nil {
+			// Ready may not heed ctx (an AMQP handshake): a SIGINT does not wait for it.
+			ready := make(chan error, 1)
+			go func() { ready <- p.Ready(ctx) }()
+			select {
+			case notReady = <-ready:
+			case <-ctx.Done():
+				p.Kill()
+				return ctx.Err()
+			}
+			if notReady == nil {
 				return nil
 			}
 		}
