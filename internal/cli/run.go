@@ -517,23 +517,36 @@ func startsBroker(c *contracts.Contract) bool {
 type trialSet struct {
 	runs map[int]contracts.Result
 	recs map[int]*recorder
+	// The trials that may become the result: the first violating, the
+	// first unknown, the last; -1: none.
+	violated, unknown, last int
 }
 
 func (s *trialSet) add(k int, r contracts.Result, rec *recorder) {
 	if s.runs == nil {
 		s.runs, s.recs = map[int]contracts.Result{}, map[int]*recorder{}
+		s.violated, s.unknown, s.last = -1, -1, -1
 	}
 	s.runs[k], s.recs[k] = r, rec
-	first := map[contracts.Verdict]int{}
-	last := -1
-	for i, r := range s.runs {
-		if j, ok := first[r.Verdict]; !ok || i < j {
-			first[r.Verdict] = i
+	dropped := []int{k}
+	first := func(at *int) {
+		if *at < 0 || k < *at {
+			dropped = append(dropped, *at)
+			*at = k
 		}
-		last = max(last, i)
 	}
-	for i := range s.recs {
-		if v := s.runs[i].Verdict; i == last || first[v] == i && (v == contracts.Violated || v == contracts.Unknown) {
+	switch r.Verdict {
+	case contracts.Violated:
+		first(&s.violated)
+	case contracts.Unknown:
+		first(&s.unknown)
+	}
+	if k > s.last {
+		dropped = append(dropped, s.last)
+		s.last = k
+	}
+	for _, i := range dropped {
+		if i < 0 || i == s.violated || i == s.unknown || i == s.last || s.recs[i] == nil {
 			continue
 		}
 		r := s.runs[i]
