@@ -53,3 +53,37 @@ func TestTrialSetKeepsWhatTheResultNeeds(t *testing.T) {
 		})
 	}
 }
+
+// TestTasksAreLazy: tasks come one at a time in the order they start (a
+// private RabbitMQ node's first, the trials of a contract together), and a
+// billion trials cost nothing until they are taken.
+func TestTasksAreLazy(t *testing.T) {
+	mem, err := resolveMem("mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	amqp := &target{Target: mem.Target, spec: "amqp://x", info: mem.info}
+	amqp.info.Kind = "amqp"
+	cs, err := contracts.Select([]string{"tenant.isolation", "durability.ack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for tk := range tasks([]*target{mem, amqp}, cs, 2) {
+		got = append(got, fmt.Sprintf("%s/%s/%d/%d", tk.t.info.Kind, tk.c.ID, tk.trial, tk.slot))
+	}
+	want := []string{"amqp/durability.ack/0/3", "amqp/durability.ack/1/3", "mem/durability.ack/0/1", "mem/durability.ack/1/1",
+		"mem/tenant.isolation/0/0", "mem/tenant.isolation/1/0", "amqp/tenant.isolation/0/2", "amqp/tenant.isolation/1/2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	n := 0
+	for tk := range tasks([]*target{mem, amqp}, cs, 1_000_000_000) {
+		if tk.trial != n {
+			t.Fatalf("task %d is trial %d", n, tk.trial)
+		}
+		if n++; n == 1000 {
+			break
+		}
+	}
+}
