@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -320,11 +321,24 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			// The verdict stands (unknown); what the run left is cleanup's.
 			r.logf("teardown of run %s failed, the broker being unavailable (durachk cleanup removes what it left): %v", r.spec.RunID, errors.Join(te.broker, te.other))
 		case err != nil:
-		case te.other == nil && r.usesTarget() && !r.answers(limit):
-			// The broker stopped answering after the run read its final
-			// state: the verdict stands; the next runs find the outage.
-			t.down.markDown(time.Now())
-			r.logf("the broker does not answer the teardown of run %s (durachk cleanup removes what it left once it is back): %v", r.spec.RunID, te.broker)
+		case te.other == nil && r.usesTarget():
+			// Once more: a broker that stopped answering fails again,
+			// without an answer.
+			_, again := bounded(downCheckLimit, func() (struct{}, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), downCheckLimit)
+				defer cancel()
+				return struct{}{}, targets.TeardownQueue(ctx, r.spec)
+			}, func(struct{}) {})
+			switch {
+			case again == nil:
+			case silent(te.broker) && silent(again):
+				// It stopped answering after the run read its final state:
+				// the verdict stands; the next runs find the outage.
+				t.down.markDown(time.Now())
+				r.logf("the broker does not answer the teardown of run %s (durachk cleanup removes what it left once it is back): %v", r.spec.RunID, again)
+			default:
+				err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, again)
+			}
 		default:
 			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, errors.Join(te.broker, te.other))
 		}
@@ -579,17 +593,13 @@ func (r *run) usesTarget() bool {
 	return !needsBrokerKill(r.sc.Plan) || r.t.Spec.ControlKills()
 }
 
-// answers reports whether the target's broker takes a connection to the
-// run's namespace within limit (at most downCheckLimit).
-func (r *run) answers(limit time.Duration) bool {
-	q, err := bounded(min(limit, downCheckLimit), func() (adapters.Queue, error) {
-		return targets.OpenQueue(context.Background(), r.spec)
-	}, func(q adapters.Queue) { q.Close() })
-	if err != nil {
-		return false
-	}
-	q.Close()
-	return true
+// silent reports whether err is a broker's silence, not its answer: what
+// brokerSilent says, a connection refused, reset or timed out, or a call
+// given up on (bounded).
+func silent(err error) bool {
+	var ne net.Error
+	return brokerSilent(err) || errors.Is(err, errNoAnswer) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }
 
 // finalRead reads the final state, again after a failure that a reset
@@ -646,9 +656,12 @@ func bounded[T any](limit time.Duration, f func() (T, error), drop func(T)) (T, 
 		default:
 		}
 		var zero T
-		return zero, fmt.Errorf("no answer within %s", limit)
+		return zero, fmt.Errorf("%w within %s", errNoAnswer, limit)
 	}
 }
+
+// errNoAnswer is bounded's error once its limit has passed.
+var errNoAnswer = errors.New("no answer")
 
 // closeWithin closes a connection; when its server did not answer, it does
 // not wait more than a few seconds for the close.
