@@ -174,7 +174,7 @@ func descendant(t *testing.T, pid int, comm string, limit time.Duration) int {
 // TestSIGINTAtEveryStage: SIGINT ends durachk within 2 s at every stage of a
 // run — parsing, reaching its targets (a broker that does not answer),
 // starting a private broker, running on a real broker, running the embedded
-// target's virtual-clock runs (a million trials), writing its reports — with
+// target's virtual-clock runs (a thousand trials), writing its reports — with
 // what it has: exit 2 (interrupted) and result.json marked interrupted once
 // the run has begun.
 func TestSIGINTAtEveryStage(t *testing.T) {
@@ -286,14 +286,14 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 
 	t.Run("running the embedded target", func(t *testing.T) {
 		dir := t.TempDir()
-		s := startStage(t, "run", "--trials", "1000000", "--contract", "cancel.terminal", "--out", dir)
+		s := startStage(t, "run", "--trials", "1000", "--contract", "cancel.terminal", "--out", dir)
 		s.waitLine(t, "durachk: run ", time.Minute)
 		time.Sleep(time.Second)
 		took, code := s.interrupt(t)
 		check(t, s, took, code, cli.ExitUnknown)
 		doc := interrupted(t, dir)
 		// What ran is kept: the trials the contract had.
-		if len(doc.Results) != 1 || len(doc.Results[0].Trials) < 2 || !strings.Contains(doc.Results[0].Reason, "of 1000000 trials") {
+		if len(doc.Results) != 1 || len(doc.Results[0].Trials) < 2 || !strings.Contains(doc.Results[0].Reason, "of 1000 trials") {
 			t.Errorf("%d results; want cancel.terminal with the trials it had, its reason saying so", len(doc.Results))
 		}
 	})
