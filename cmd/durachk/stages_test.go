@@ -171,9 +171,22 @@ func descendant(t *testing.T, pid int, comm string, limit time.Duration) int {
 	return 0
 }
 
+// gone waits up to 5 s for process pid to end (a helper VM of a node may
+// halt by itself a moment after durachk), saying how long it took.
+func gone(t *testing.T, pid int) {
+	t.Helper()
+	began := time.Now()
+	for time.Since(began) < 5*time.Second && syscall.Kill(pid, 0) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(began); d > 100*time.Millisecond {
+		t.Logf("process %d ended %s after durachk", pid, d.Round(10*time.Millisecond))
+	}
+}
+
 // TestSIGINTAtEveryStage: SIGINT ends durachk within 2 s at every stage of a
 // run — parsing, reaching its targets (a broker that does not answer),
-// starting a private broker, running on a real broker, running the embedded
+// starting a private broker or cluster, running on a real broker, running the embedded
 // target's virtual-clock runs (a thousand trials), writing its reports — with
 // what it has: exit 2 (interrupted) and result.json marked interrupted once
 // the run has begun.
@@ -261,11 +274,40 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		took, code := s.interrupt(t)
 		check(t, s, took, code, cli.ExitUnknown)
 		interrupted(t, dir)
+		if gone(t, beam); syscall.Kill(beam, 0) == nil {
+			t.Errorf("the private node (pid %d) outlived durachk", beam)
+		}
+	})
+
+	t.Run("starting a private cluster", func(t *testing.T) {
+		if pg == "" || amqp == "" {
+			t.Skip("DURACHK_PG_URL or DURACHK_AMQP_URL is not set")
+		}
+		target := amqp + "?queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"
+		if strings.Contains(amqp, "?") {
+			target = amqp + "&queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"
+		}
+		spec, err := targets.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := targets.CanKillBroker(spec); err != nil {
+			t.Skip(err)
+		}
+		dir := t.TempDir()
+		s := startStage(t, "run", "--target", target, "--contract", "durability.failover", "--out", dir)
+		// The seed node boots first, the others once it runs: seconds.
+		beam := descendant(t, s.cmd.Process.Pid, "beam.smp", time.Minute)
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		interrupted(t, dir)
+		gone(t, beam)
 		if syscall.Kill(beam, 0) == nil {
-			time.Sleep(time.Second)
-			if syscall.Kill(beam, 0) == nil {
-				t.Errorf("the private node (pid %d) outlived durachk", beam)
-			}
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", beam))
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", beam))
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", beam))
+			t.Errorf("a node of the private cluster (pid %d) outlived durachk: %s\n%s\n%s", beam, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), cg, stat)
 		}
 	})
 
