@@ -302,13 +302,45 @@ func (p *PrivateProcess) Resume() error {
 }
 
 // FreePort returns a free TCP port on 127.0.0.1.
+//
+// Free on 127.0.0.1 is not enough: the port must be free on every address.
+// RabbitMQ's prelaunch checks its distribution port with a wildcard bind
+// (0.0.0.0), and a port that something holds on another address — the
+// private clusters of this machine listen on 127.0.x.y — makes the node
+// exit with status 1 (dist_port_already_used) before it logs anything;
+// epmd listens on ::1 as well. So a port taken on any address is passed over.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if freeEverywhere(port) || try == 20 {
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freeEverywhere reports whether port can be bound on the wildcard address
+// (dual-stack where the machine has IPv6): no socket holds it on any
+// address. It binds without listening: nothing can connect meanwhile.
+// SO_REUSEADDR as servers set it: a connection in TIME_WAIT does not count.
+func freeEverywhere(port int) bool {
+	fd, err := syscall.Socket(syscall.AF_INET6, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	var sa syscall.Sockaddr = &syscall.SockaddrInet6{Port: port}
+	if err != nil {
+		if fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0); err != nil {
+			return true // cannot tell: as before
+		}
+		sa = &syscall.SockaddrInet4{Port: port}
+	} else {
+		_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 0)
+	}
+	defer syscall.Close(fd)
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	return syscall.Bind(fd, sa) == nil
 }
 
 // Secret returns a fresh random password of n bytes, hex-encoded: letters and

@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,5 +70,35 @@ func TestStartErrorKeepsTheEnd(t *testing.T) {
 	}
 	if got := string(readTail(f, 4)); got != "6789" {
 		t.Errorf("readTail = %q, want 6789", got)
+	}
+}
+
+// TestFreePortIsFreeEverywhere: a port held on another loopback address
+// (where this machine's private clusters listen) is not free: RabbitMQ's
+// distribution port check binds the wildcard address and would fail.
+func TestFreePortIsFreeEverywhere(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	defer l.Close()
+	held := l.Addr().(*net.TCPAddr).Port
+	if freeEverywhere(held) {
+		t.Errorf("port %d held on 127.0.0.2 is called free", held)
+	}
+	// The port is free on 127.0.0.1: what FreePort checked before.
+	if l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(held)); err != nil {
+		t.Skipf("the port is taken on 127.0.0.1 too: %v", err)
+	} else {
+		l2.Close()
+	}
+	for range 50 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !freeEverywhere(port) || port == held {
+			t.Fatalf("FreePort returned %d, not free on every address", port)
+		}
 	}
 }
