@@ -164,7 +164,15 @@ type OpError struct {
 	Err     error
 }
 
+// Error names the job and its attempt where the call had one (Enqueue, Lease
+// and Inspect have none: "redis inspect: broker unavailable").
 func (e *OpError) Error() string {
+	switch {
+	case e.JobID == "":
+		return fmt.Sprintf("%s %s: %v", e.Target, e.Op, e.Err)
+	case e.Attempt == 0:
+		return fmt.Sprintf("%s %s job %s: %v", e.Target, e.Op, e.JobID, e.Err)
+	}
 	return fmt.Sprintf("%s %s job %s attempt %d: %v", e.Target, e.Op, e.JobID, e.Attempt, e.Err)
 }
 

@@ -95,6 +95,13 @@ func commandLine(args []string) string {
 func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first SIGINT or SIGTERM ends the work in flight and writes what the
+	// command has; a second one ends durachk at once (the signal's default
+	// action: what it leaves, `durachk cleanup` removes).
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	root := &cobra.Command{
 		Use:           "durachk",
 		Short:         "Jepsen for your queue configuration",

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
@@ -113,14 +114,43 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 	if store != "" {
 		s.StoreURL = store
 	}
-	rt, err := runner.New(ctx, s)
+	rt, err := newTarget(ctx, s)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &ExitError{Code: ExitUnknown, Err: fmt.Errorf("interrupted (%s) while reaching %s: nothing ran", interruption(ctx), s.Name)}
+		}
 		return nil, ConfigError(err)
 	}
 	rt.Log = log
 	t := &target{Target: rt, spec: spec, parsed: s, scale: rt.Scale,
 		info: reports.DescribeTarget(rt, s.Kind, spec, s.Options), secrets: append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...)}
 	return t, nil
+}
+
+// newTarget is runner.New, given up on half a second after ctx ends: a broker
+// that does not answer may not heed ctx, and an interrupted command ends
+// within 2 s (the probe's namespace, if New is cut off, is cleanup's).
+func newTarget(ctx context.Context, s targets.Spec) (*runner.Target, error) {
+	type res struct {
+		t   *runner.Target
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		t, err := runner.New(ctx, s)
+		ch <- res{t, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.t, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-ch:
+		return r.t, r.err
+	case <-time.After(500 * time.Millisecond):
+		return nil, ctx.Err()
+	}
 }
 
 // specs returns the target specs of a command: the config file's, then the

@@ -106,6 +106,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	if len(not) > 0 && len(eo.Kinds) == 0 {
 		fmt.Fprintf(stderr, "durachk: never drawn on %s: %s\n", t.Name(), strings.Join(not, "; "))
 	}
+	keepLogs([]*target{t}, o.Out)
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/reports"
 )
@@ -358,6 +361,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	if err := prepareOut(o.Out, stderr); err != nil {
 		return ConfigError(err)
 	}
+	keepLogs(ts, o.Out)
 	doc := reports.NewDocument(o.Seed, o.Command, time.Now())
 	doc.Jobs, doc.Planned, doc.Wall.RunID = o.Jobs, planned, runID
 	if o.Trials > 1 {
@@ -377,7 +381,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	}
 	prog := newProgress(stderr, planned)
 	lw.setProgress(prog)
-	runErr := evaluateAll(ctx, tasks(ts, cs, o.Trials), o, parallel, prog, func(slot int, e reports.Entry) error {
+	complete, runErr := evaluateAll(ctx, tasks(ts, cs, o.Trials), o, parallel, prog, func(slot int, e reports.Entry) error {
 		if err := e.Scrub(secrets...); err != nil {
 			return err
 		}
@@ -393,7 +397,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 	prog.finish()
 	doc.Finish(time.Now())
 	switch {
-	case runErr == nil && len(doc.Results) == planned:
+	case complete && len(doc.Results) == planned:
 		doc.Complete = true // a signal after the last result interrupts nothing
 	case ctx.Err() != nil:
 		doc.Interrupted, doc.Stopped = true, "interrupted: "+interruption(ctx)
@@ -478,18 +482,17 @@ type task struct {
 	c           *contracts.Contract
 }
 
-// tasks lists every trial of every contract of every target in the order
+// tasks produces every trial of every contract of every target in the order
 // they start: the longest first, so that no long one starts last (those that
 // start a private broker, RabbitMQ's the slowest, then by the span of the
 // scenario's faults and jobs), one contract of each target in turn, so that
 // concurrent runs spread over the brokers; the trials of a contract together.
-func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
-	var out []task
+// Lazily: memory does not grow with the number of trials.
+func tasks(ts []*target, cs []*contracts.Contract, trials int) iter.Seq[task] {
+	var pairs []task
 	for j, c := range cs {
 		for i, t := range ts {
-			for k := range max(trials, 1) {
-				out = append(out, task{slot: i*len(cs) + j, trial: k, t: t, c: c})
-			}
+			pairs = append(pairs, task{slot: i*len(cs) + j, t: t, c: c})
 		}
 	}
 	span := map[*contracts.Contract]time.Duration{}
@@ -505,13 +508,22 @@ func tasks(ts []*target, cs []*contracts.Contract, trials int) []task {
 		}
 		return 1
 	}
-	slices.SortStableFunc(out, func(a, b task) int {
+	slices.SortStableFunc(pairs, func(a, b task) int {
 		if d := tier(b) - tier(a); d != 0 {
 			return d
 		}
 		return cmp.Compare(span[b.c], span[a.c])
 	})
-	return out
+	return func(yield func(task) bool) {
+		for _, p := range pairs {
+			for k := range max(trials, 1) {
+				p.trial = k
+				if !yield(p) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // scenarioSpan is how long a scenario's faults and jobs go on (virtual
@@ -540,39 +552,122 @@ func startsBroker(c *contracts.Contract) bool {
 	return false
 }
 
-// evaluateAll runs the tasks (trials) in order, at most parallel at a time
-// and within the Postgres budget, each as soon as it fits; once every trial
-// of a contract is in, it hands the contract's entry to place, from this
-// goroutine only. The first error (of a trial or of place) stops the tasks
-// not yet started and the ones in flight (their run ids go to cutShort); it
-// is returned once every task in flight has ended. ctx ending does the same and returns nil: the caller
-// tells an interruption by ctx.
-func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, cutShort func(runIDs []string)) error {
+// trialSet gathers the trials of one contract as they end, in any order.
+// Only the trials that may become the contract's result (the first violating,
+// the first unknown, the last: see contracts.Aggregate) are kept whole, with
+// what they recorded; the others keep what the result lists of every trial.
+type trialSet struct {
+	runs map[int]contracts.Result
+	recs map[int]*recorder
+	// The trials that may become the result: the first violating, the
+	// first unknown, the last; -1: none.
+	violated, unknown, last int
+}
+
+func (s *trialSet) add(k int, r contracts.Result, rec *recorder) {
+	if s.runs == nil {
+		s.runs, s.recs = map[int]contracts.Result{}, map[int]*recorder{}
+		s.violated, s.unknown, s.last = -1, -1, -1
+	}
+	s.runs[k], s.recs[k] = r, rec
+	dropped := []int{k}
+	first := func(at *int) {
+		if *at < 0 || k < *at {
+			dropped = append(dropped, *at)
+			*at = k
+		}
+	}
+	switch r.Verdict {
+	case contracts.Violated:
+		first(&s.violated)
+	case contracts.Unknown:
+		first(&s.unknown)
+	}
+	if k > s.last {
+		dropped = append(dropped, s.last)
+		s.last = k
+	}
+	for _, i := range dropped {
+		if i < 0 || i == s.violated || i == s.unknown || i == s.last || s.recs[i] == nil {
+			continue
+		}
+		r := s.runs[i]
+		s.runs[i] = contracts.Result{Contract: r.Contract, Target: r.Target, Verdict: r.Verdict, Seed: r.Seed, Reason: r.Reason,
+			Trials: r.Trials, Wall: r.Wall, RunIDs: r.RunIDs}
+		delete(s.recs, i)
+	}
+}
+
+// entry is the contract's entry of the trials it has, in trial order; of
+// fewer than planned, its reason says so.
+func (s *trialSet) entry(t *target, c *contracts.Contract, o RunOptions, planned int) reports.Entry {
+	ks := slices.Sorted(maps.Keys(s.runs))
+	runs := make([]contracts.Result, len(ks))
+	var recs []*recorder
+	for i, k := range ks {
+		runs[i] = s.runs[k]
+		if rec := s.recs[k]; rec != nil {
+			recs = append(recs, rec)
+		}
+	}
+	e := entryOf(t, c, o, runs, recs)
+	if len(ks) < planned {
+		note := fmt.Sprintf("cut short after %d of %d trials", len(ks), planned)
+		if e.Result.Reason != "" {
+			note += ": " + e.Result.Reason
+		}
+		e.Result.Reason = note
+	}
+	return e
+}
+
+// evaluateAll runs the tasks (trials) in order, taking each from next only
+// as it starts, at most parallel at a time and within the Postgres budget,
+// each as soon as it fits; once every trial of a contract is in, it hands the
+// contract's entry to place, from this goroutine only. A broker that does
+// not answer is a verdict (unknown), never an error, so that it ends only the
+// contracts it touches. An error (of the harness or the effect store, or of
+// place) stops the tasks not yet started and the ones in flight (their run
+// ids go to cutShort); it is returned once every task in flight has ended.
+// ctx ending does the same and returns nil: the caller tells an interruption
+// by ctx. Either way every result that ended is placed, a contract of which
+// only some trials ended with those (its reason says so), and complete is
+// false.
+func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, cutShort func(runIDs []string)) (complete bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	pull, stop := iter.Pull(next)
+	defer stop()
 	type done struct {
 		task
 		r   contracts.Result
 		rec *recorder
 		err error
 	}
-	trials := max(o.Trials, 1)
 	type slot struct {
-		runs []contracts.Result
-		recs []*recorder
-		n    int
+		trialSet
+		t *target
+		c *contracts.Contract
+		n int
 	}
+	trials := max(o.Trials, 1)
 	slots := map[int]*slot{}
 	results := make(chan done)
-	pending := ts
-	running, conns := 0, 0
+	pending, more := pull()
+	running, conns, cut := 0, 0, 0
 	var first error
+	placeErr := func(err error) {
+		if first == nil {
+			first = err
+		}
+		cancel()
+	}
 	for {
 		// In order: a task waits for room rather than let later ones pass it
 		// for ever (a postgres target's heavier runs would starve).
-		for ctx.Err() == nil && len(pending) > 0 && running < max(parallel, 1) && (running == 0 || conns+pgConns(pending[0].t) <= pgBudget) {
-			tk := pending[0]
-			pending = pending[1:]
+		for ctx.Err() == nil && more && running < max(parallel, 1) && (running == 0 || conns+pgConns(pending.t) <= pgBudget) {
+			tk := pending
+			pending, more = pull()
 			running++
 			conns += pgConns(tk.t)
 			prog.start(tk.t.Name(), tk.c.ID)
@@ -582,45 +677,68 @@ func evaluateAll(ctx context.Context, ts []task, o RunOptions, parallel int, pro
 			}()
 		}
 		if running == 0 {
-			return first
+			break
 		}
 		d := <-results
 		running--
 		conns -= pgConns(d.t)
 		prog.ended(d.t.Name(), d.c.ID)
-		switch {
-		case d.err != nil:
+		if d.err != nil {
 			if first == nil && ctx.Err() == nil {
 				first = d.err
 			}
+			cut++
 			cutShort(d.r.RunIDs)
 			cancel()
 			continue
-		case first != nil:
-			continue // the run stops at its first error; what ended after it is not placed
 		}
 		sl := slots[d.slot]
 		if sl == nil {
-			sl = &slot{runs: make([]contracts.Result, trials), recs: make([]*recorder, trials)}
+			sl = &slot{t: d.t, c: d.c}
 			slots[d.slot] = sl
 		}
-		sl.runs[d.trial], sl.recs[d.trial] = d.r, d.rec
+		sl.add(d.trial, d.r, d.rec)
 		if sl.n++; sl.n < trials {
 			continue
 		}
 		delete(slots, d.slot)
-		e := entryOf(d.t, d.c, o, sl.runs, sl.recs)
+		e := sl.entry(d.t, d.c, o, trials)
 		if err := place(d.slot, e); err != nil {
-			first = err
-			cancel()
+			placeErr(err)
 			continue
 		}
 		prog.done(e.Result)
 	}
+	// A signal after the last result interrupts nothing.
+	complete = !more && len(slots) == 0 && cut == 0
+	// What was cut short keeps the trials it had.
+	for _, k := range slices.Sorted(maps.Keys(slots)) {
+		sl := slots[k]
+		e := sl.entry(sl.t, sl.c, o, trials)
+		if err := place(k, e); err != nil {
+			placeErr(err)
+			break
+		}
+		prog.done(e.Result)
+	}
+	return complete && first == nil, first
 }
 
 // outputs are the files a run writes in its --out directory.
-var outputs = []string{"result.json", "histories", "junit.xml", "summary.md", "report.html"}
+var outputs = []string{"result.json", "histories", "junit.xml", "summary.md", "report.html", brokerLogs}
+
+// brokerLogs is the directory of --out where the logs of a private broker
+// that did not start are kept (its run directory goes with the run).
+const brokerLogs = "broker-logs"
+
+// keepLogs has the real targets keep such logs in out.
+func keepLogs(ts []*target, out string) {
+	for _, t := range ts {
+		if rt, ok := t.Target.(*runner.Target); ok {
+			rt.KeepLogs = filepath.Join(out, brokerLogs)
+		}
+	}
+}
 
 // prepareOut creates dir and moves the files of an earlier run there aside,
 // into previous-<time of its result.json>, so that nothing stale is read as

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -50,10 +51,50 @@ type Target struct {
 	Log   io.Writer // progress lines; nil: none
 	// OnRun, if set, is told the run id and directory of every Execute as it
 	// starts (tests use it to check that nothing of the run is left).
-	OnRun      func(runID, dir string)
+	OnRun func(runID, dir string)
+	// KeepLogs, if set, is the directory a private broker's log is copied
+	// into when the broker did not start (the run directory goes with the
+	// teardown): the run's reason names the copy.
+	KeepLogs   string
 	caps       adapters.Capabilities
 	measuredOn string
+	down       downState
 }
+
+// downState is since when the target's broker has not answered, as runs of
+// it found: a run that starts while it is set asks the broker with a short
+// limit (downCheckLimit) and is unknown at once if it still does not answer.
+// Safe for concurrent use.
+type downState struct {
+	mu    sync.Mutex
+	since time.Time // zero: the broker answered last time a run asked
+}
+
+// markDown records that the broker did not answer from since on (the
+// earliest time of the outage is kept).
+func (d *downState) markDown(since time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.since.IsZero() || since.Before(d.since) {
+		d.since = since
+	}
+}
+
+func (d *downState) markUp() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.since = time.Time{}
+}
+
+func (d *downState) get() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.since
+}
+
+// downCheckLimit bounds the opening of a run's queue on a broker known not to
+// answer: a paused one accepts connections and answers nothing.
+const downCheckLimit = 3 * time.Second
 
 // New checks that the target is reachable, reads what it is and its declared
 // capabilities, and removes the probe namespace again.
@@ -68,9 +109,16 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	defer release()
+	// The probe's namespaces go on every path, SIGINT too: with a context of
+	// their own, bounded.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	q, err := targets.OpenQueue(ctx, probe)
 	if err != nil {
-		_ = targets.TeardownStore(ctx, probe)
+		_ = targets.TeardownStore(tctx, probe)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
@@ -87,11 +135,12 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.TeardownQueue(ctx, probe); err != nil {
+	if err := targets.TeardownQueue(tctx, probe); err != nil {
+		_ = targets.TeardownStore(tctx, probe)
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	// The store is another server: name it, not the target, when it fails.
-	if err := targets.TeardownStore(ctx, probe); err != nil {
+	if err := targets.TeardownStore(tctx, probe); err != nil {
 		return nil, &targets.StoreError{URL: spec.StoreURL, Target: spec.Name, Err: err}
 	}
 	if t.measuredOn == "" {
@@ -212,6 +261,9 @@ type run struct {
 	planned time.Time
 	probe   *probe // the controller's view of the broker
 	outages []outage
+	// silent: the run found the target's broker not answering (at its
+	// start, its end or its teardown): the teardown does not wait for it long.
+	silent bool
 }
 
 // Execute runs one scenario and returns the merged history and the final state.
@@ -251,17 +303,44 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
 		limit := 30 * time.Second
-		if ex.Unavailable != "" {
+		if ex.Unavailable != "" || r.silent {
 			limit = 5 * time.Second // the broker did not answer: do not wait for it long
 		}
 		// Bounded even where a client does not heed the teardown's context.
-		_, terr := bounded(limit+time.Second, func() (struct{}, error) { return struct{}{}, r.teardown(limit) }, func(struct{}) {})
+		type errs struct{ broker, other error }
+		te, terr := bounded(limit+time.Second, func() (errs, error) {
+			b, o := r.teardown(limit)
+			return errs{b, o}, nil
+		}, func(errs) {})
+		if terr != nil {
+			te.other = terr
+		}
 		switch {
-		case terr != nil && ex.Unavailable != "":
+		case te.broker == nil && te.other == nil:
+		case ex.Unavailable != "" || r.silent:
 			// The verdict stands (unknown); what the run left is cleanup's.
-			r.logf("teardown of run %s failed, the broker being unavailable (durachk cleanup removes what it left): %v", r.spec.RunID, terr)
-		case terr != nil && err == nil:
-			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, terr)
+			r.logf("teardown of run %s failed, the broker being unavailable (durachk cleanup removes what it left): %v", r.spec.RunID, errors.Join(te.broker, te.other))
+		case err != nil:
+		case te.other == nil && r.usesTarget():
+			// Once more: a broker that stopped answering fails again,
+			// without an answer.
+			_, again := bounded(downCheckLimit, func() (struct{}, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), downCheckLimit)
+				defer cancel()
+				return struct{}{}, targets.TeardownQueue(ctx, r.spec)
+			}, func(struct{}) {})
+			switch {
+			case again == nil:
+			case silent(te.broker) && silent(again):
+				// It stopped answering after the run read its final state:
+				// the verdict stands; the next runs find the outage.
+				t.down.markDown(time.Now())
+				r.logf("the broker does not answer the teardown of run %s (durachk cleanup removes what it left once it is back): %v", r.spec.RunID, again)
+			default:
+				err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, again)
+			}
+		default:
+			err = fmt.Errorf("teardown of run %s: %w", r.spec.RunID, errors.Join(te.broker, te.other))
 		}
 	}()
 	if t.OnRun != nil {
@@ -279,7 +358,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		}()
 	}
 	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
-		if r.inst, r.spec, err = targets.StartBroker(ctx, r.spec, instDir); err != nil {
+		if err := r.startBroker(instDir); err != nil {
 			return ex, err
 		}
 		r.inst = r.onLazy(r.inst)
@@ -291,16 +370,36 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	if targets.HasPrivateCluster(r.spec) || (r.sc.Plan.NeedsNodes() && targets.HasExternalCluster(r.spec)) {
 		if err := r.startCluster(); err != nil {
+			if ctx.Err() != nil {
+				return ex, ctx.Err()
+			}
+			if targets.HasPrivateCluster(r.spec) {
+				// Tried twice, on fresh ports (startCluster): this contract
+				// has no verdict; the others run on clusters of their own.
+				return ex, fmt.Errorf("%w: the private cluster did not start (twice, on fresh ports): %v%s", contracts.ErrUnavailable, err, r.keepLogs(err, 2))
+			}
 			return ex, err
 		}
 	}
-	q, err := bounded(setupLimit, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, r.spec) }, func(q adapters.Queue) { q.Close() })
+	limit := setupLimit
+	if r.usesTarget() && !t.down.get().IsZero() {
+		limit = downCheckLimit // an earlier run found it silent: do not wait long
+	}
+	q, err := bounded(limit, func() (adapters.Queue, error) { return targets.OpenQueue(ctx, r.spec) }, func(q adapters.Queue) { q.Close() })
 	if err != nil {
 		if ctx.Err() != nil {
 			return ex, ctx.Err()
 		}
 		// The target answered when the run started (New): it is down now.
-		return ex, fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
+		if !r.usesTarget() {
+			return ex, fmt.Errorf("%w: %s: %v", contracts.ErrUnavailable, r.spec.Kind, err)
+		}
+		r.silent = true
+		t.down.markDown(time.Now())
+		return ex, fmt.Errorf("%w: %s: broker unavailable since %s: %v", contracts.ErrUnavailable, r.spec.Kind, t.down.get().Format("15:04:05.0"), err)
+	}
+	if r.usesTarget() {
+		t.down.markUp()
 	}
 	// A broker that stopped answering may not answer a close either.
 	defer func() { closeWithin(q.Close, ex.Unavailable != "") }()
@@ -374,6 +473,31 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		r.killAll()
 	}
 	r.stopAll()
+	var (
+		st        pipeline.State
+		inv       adapters.Inventory
+		unsettled string
+	)
+	if r.unavailable() == "" {
+		if st, err = finalRead(ctx, store.Snapshot); err != nil {
+			return ex, r.storeUnavailable(err)
+		}
+		unsettled = r.clusterUnsettled()
+		if in, ok := q.(adapters.Inspector); ok {
+			began := time.Now()
+			// An unsettled cluster may not answer: its verdict is unknown anyway.
+			if inv, err = finalRead(ctx, in.Inspect); err != nil && unsettled == "" {
+				if ctx.Err() != nil || !brokerSilent(err) {
+					return ex, err
+				}
+				// The broker stopped answering once the run was over: its
+				// final state cannot be read, and the outage is the run's
+				// last fault window.
+				r.outages = append(r.outages, outage{from: began, to: time.Now(), open: true, err: err})
+				r.recordAt(began, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+			}
+		}
+	}
 	r.ctlHist.Close()
 	ops, err := r.merge()
 	if err != nil {
@@ -381,26 +505,101 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	if why := r.unavailable(); why != "" {
 		// The broker's final state cannot be read: the run is unknown.
+		if o := r.outages[len(r.outages)-1]; o.open && r.usesTarget() {
+			// Still silent: the next runs of the target need not wait for it.
+			r.silent = true
+			t.down.markDown(o.from)
+		}
 		r.logf("%s", why)
 		ex.Ops, ex.Unavailable = ops, why
 		return ex, nil
-	}
-	st, err := finalRead(ctx, store.Snapshot)
-	if err != nil {
-		return ex, err
-	}
-	var inv adapters.Inventory
-	unsettled := r.clusterUnsettled()
-	if in, ok := q.(adapters.Inspector); ok {
-		// An unsettled cluster may not answer: its verdict is unknown anyway.
-		if inv, err = finalRead(ctx, in.Inspect); err != nil && unsettled == "" {
-			return ex, err
-		}
 	}
 	caps := q.Capabilities()
 	return contracts.Execution{Unsettled: unsettled, Ops: ops, Final: contracts.Final{Store: st, Broker: inv, Drained: drained},
 		Check: contracts.CheckOptions{FIFO: caps.FIFO, FencedAck: caps.FencedAck, Canaries: r.sc.Canaries, RelayRan: true,
 			ApproximateLeases: caps.Lease == adapters.Approximate}, RunID: r.spec.RunID}, nil
+}
+
+// startBrokerFunc starts the broker a run kills (targets.StartBroker); a
+// seam for tests, which make a start fail.
+var startBrokerFunc = targets.StartBroker
+
+// startBroker starts the broker the plan kills: the target's own under its
+// control commands, or a private instance. A private instance that does not
+// start is started once more, on fresh ports (a port taken between its
+// choice and the bind, a node too slow on a loaded machine); if that fails
+// too, this contract is unknown, with the broker's last log lines in the
+// reason and its logs kept (Target.KeepLogs): the run goes on.
+func (r *run) startBroker(dir string) error {
+	inst, spec, err := startBrokerFunc(r.ctx, r.spec, dir)
+	private := !r.spec.ControlKills()
+	if err != nil && private && r.ctx.Err() == nil {
+		r.logf("the private %s broker did not start, once more on fresh ports: %v%s", r.spec.Kind, err, r.keepLogs(err, 1))
+		inst, spec, err = startBrokerFunc(r.ctx, r.spec, dir)
+		if err != nil && r.ctx.Err() == nil {
+			return fmt.Errorf("%w: the private %s broker did not start (twice, on fresh ports): %v%s", contracts.ErrUnavailable, r.spec.Kind, err, r.keepLogs(err, 2))
+		}
+	}
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		return err
+	}
+	r.inst, r.spec = inst, spec
+	return nil
+}
+
+// keepLogs copies the logs a StartError in err carries into the target's
+// KeepLogs directory, named by the run and the attempt, and returns the
+// note for the message: " (its logs: a, b)", or "".
+func (r *run) keepLogs(err error, attempt int) string {
+	var se *targets.StartError
+	if r.t.KeepLogs == "" || !errors.As(err, &se) || len(se.Logs) == 0 {
+		return ""
+	}
+	if mkErr := os.MkdirAll(r.t.KeepLogs, 0o755); mkErr != nil {
+		r.logf("logs of the broker that did not start: %v", mkErr)
+		return ""
+	}
+	var kept []string
+	for _, l := range se.Logs {
+		path := filepath.Join(r.t.KeepLogs, fmt.Sprintf("%s-%s-%d-%s", r.spec.RunID, se.Name, attempt, l.Name))
+		if wErr := os.WriteFile(path, l.Data, 0o644); wErr != nil {
+			r.logf("logs of the broker that did not start: %v", wErr)
+			continue
+		}
+		kept = append(kept, path)
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return " (its logs: " + strings.Join(kept, ", ") + ")"
+}
+
+// brokerSilent reports whether err says the broker did not answer (rather
+// than answered with an error): refused, timed out, or cut off.
+func brokerSilent(err error) bool {
+	return errors.Is(err, adapters.ErrUnavailable) || errors.Is(err, adapters.ErrAmbiguous) ||
+		errors.Is(err, adapters.ErrClosed) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// usesTarget reports whether the run works on the target's own broker, not
+// on a private instance or cluster of its own.
+func (r *run) usesTarget() bool {
+	if targets.HasPrivateCluster(r.t.Spec) {
+		return false
+	}
+	return !needsBrokerKill(r.sc.Plan) || r.t.Spec.ControlKills()
+}
+
+// silent reports whether err is a broker's silence, not its answer: what
+// brokerSilent says, a connection refused, reset or timed out, or a call
+// given up on (bounded).
+func silent(err error) bool {
+	var ne net.Error
+	return brokerSilent(err) || errors.Is(err, errNoAnswer) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }
 
 // finalRead reads the final state, again after a failure that a reset
@@ -457,9 +656,12 @@ func bounded[T any](limit time.Duration, f func() (T, error), drop func(T)) (T, 
 		default:
 		}
 		var zero T
-		return zero, fmt.Errorf("no answer within %s", limit)
+		return zero, fmt.Errorf("%w within %s", errNoAnswer, limit)
 	}
 }
+
+// errNoAnswer is bounded's error once its limit has passed.
+var errNoAnswer = errors.New("no answer")
 
 // closeWithin closes a connection; when its server did not answer, it does
 // not wait more than a few seconds for the close.
@@ -552,8 +754,9 @@ func (r *run) prepareDir() error {
 // teardown ends every process of the run and removes everything it created:
 // the queue namespace (with a private broker: the broker and its data), the
 // cgroups, the directory, and last the store schema, which registers the run
-// for cleanup until everything else is gone.
-func (r *run) teardown(limit time.Duration) error {
+// for cleanup until everything else is gone. It returns the error of the
+// target's broker (the namespace on it) apart from the others.
+func (r *run) teardown(limit time.Duration) (broker, other error) {
 	r.stopAll()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -564,7 +767,7 @@ func (r *run) teardown(limit time.Duration) error {
 		errs = append(errs, r.stopCluster()) // and so does a private cluster
 	} else {
 		errs = append(errs, r.stopCluster()) // an existing cluster's killed nodes start again (no-op without one)
-		errs = append(errs, targets.TeardownQueue(ctx, r.spec))
+		broker = targets.TeardownQueue(ctx, r.spec)
 	}
 	if r.cgroup != "" {
 		errs = append(errs, reaper.RemoveCgroup(r.cgroup))
@@ -574,7 +777,7 @@ func (r *run) teardown(limit time.Duration) error {
 	errs = append(errs, os.RemoveAll(r.dir))
 	reaper.Forget(reaper.KindDir, r.dir)
 	errs = append(errs, targets.TeardownStore(ctx, r.spec))
-	return errors.Join(errs...)
+	return broker, errors.Join(errs...)
 }
 
 func (r *run) spawn(slot, role string) error {
@@ -765,6 +968,12 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			r.restart = time.Time{}
 			began := time.Now()
 			if err := r.inst.Restart(r.ctx); err != nil {
+				var se *targets.StartError
+				if r.ctx.Err() == nil && targets.IsPrivate(r.inst) && errors.As(err, &se) {
+					// The broker the plan killed did not come back on its
+					// data: this contract has no verdict, the run goes on.
+					return false, fmt.Errorf("%w: the private %s broker did not start again after the planned kill: %v%s", contracts.ErrUnavailable, r.spec.Kind, err, r.keepLogs(err, 1))
+				}
 				return false, fmt.Errorf("restart of the private broker: %w", err)
 			}
 			// A broker slow to boot (RabbitMQ on a loaded machine: tens of
@@ -778,7 +987,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			return false, nil
 		}
 		if err := r.reap(); err != nil {
-			if r.brokerDown(time.Now()) {
+			if r.brokerDown(time.Now()) || r.silentNow(time.Now()) {
 				// A child gave up on a broker that stopped answering: that
 				// is the outage, found by the probe, not the harness failing.
 				r.endOutage(time.Now())
@@ -997,6 +1206,32 @@ func (r *run) watchBroker(now time.Time, draining bool) bool {
 		return true
 	}
 	return false
+}
+
+// silentNow asks the broker at once, outside the plan's own broker faults,
+// whether it answers (a child gave up on it before the probe noticed), and
+// opens an outage at now if it does not.
+func (r *run) silentNow(now time.Time) bool {
+	if r.probe == nil || !r.restart.IsZero() || now.Before(r.planned) || now.Before(r.clusterPlanned()) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
+	defer cancel()
+	var err error
+	if pg, ok := r.probe.q.(pinger); ok {
+		err = pg.Ping(ctx)
+	} else {
+		_, err = r.probe.q.Inspect(ctx)
+	}
+	if err == nil || r.ctx.Err() != nil {
+		return false
+	}
+	if len(r.outages) == 0 || !r.outages[len(r.outages)-1].open {
+		r.outages = append(r.outages, outage{from: now, open: true, err: err})
+		r.recordAt(now, history.Op{Type: history.Info, F: history.Fault, Value: "broker_unavailable", Target: "broker", Err: errText(err)})
+		r.logf("the broker does not answer (since %s): %v", fmtSecs(now.Sub(r.start)), err)
+	}
+	return true
 }
 
 // endOutage closes the current outage's window at now: the run ends with the

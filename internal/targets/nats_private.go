@@ -96,7 +96,7 @@ func startPrivateNATS(ctx context.Context, s Spec, dir string) (Instance, Spec, 
 	u := &url.URL{Scheme: "nats", User: url.UserPassword(cfg.User, cfg.Password), Host: "127.0.0.1:" + strconv.Itoa(port)}
 	p := &privateServer{dir: data, url: u.String()}
 	p.PrivateProcess = PrivateProcess{
-		Addr: u.Host, RunID: s.RunID, Name: "nats",
+		Addr: u.Host, RunID: s.RunID, Name: "nats", Secret: cfg.Password,
 		Command: func() *exec.Cmd {
 			c := exec.Command(bin, NATSServerCommand, "--dir", data)
 			c.Dir = data

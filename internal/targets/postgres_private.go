@@ -85,7 +85,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	args := privatePostgresArgs(s, data, port)
 	p := &privateServer{dir: data, url: url}
 	p.PrivateProcess = PrivateProcess{
-		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres", RunID: s.RunID, Name: "postgres",
+		Addr: "127.0.0.1:" + strconv.Itoa(port), User: "postgres", RunID: s.RunID, Name: "postgres", Secret: password,
 		Command: func() *exec.Cmd {
 			c := exec.Command(server, args...)
 			c.Dir = data
@@ -103,7 +103,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	if err := p.Start(ctx); err != nil {
 		_ = p.Close()
 		os.RemoveAll(data)
-		return nil, s, err
+		return nil, s, fmt.Errorf("private postgres: %w", err)
 	}
 	s.URL = url
 	return p, s, nil

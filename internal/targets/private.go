@@ -33,17 +33,22 @@ package targets
 // replication link takes a connection without the run's credentials.
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -68,12 +73,18 @@ type PrivateProcess struct {
 	// RunID and Name place the process in the cgroup durachk-<RunID>/<Name>
 	// (Name defaults to the port). Without RunID: no cgroup.
 	RunID, Name string
-	cmd         *exec.Cmd
-	done        chan error
-	started     bool
-	cgroup      string // "" : none
-	pgid        int
-	paused      bool
+	// Logs are the log files (globs) the server writes: when it does not
+	// start, the end of each goes into the error (a StartError) with the end
+	// of its output, Secret (if set) scrubbed from them.
+	Logs    []string
+	Secret  string
+	out     *ringBuffer // the last of its stdout and stderr (where Command sets none)
+	cmd     *exec.Cmd
+	done    chan error
+	started bool
+	cgroup  string // "" : none
+	pgid    int
+	paused  bool
 }
 
 // Credential returns the SysProcAttr credential for name when running as root.
@@ -117,13 +128,24 @@ func (p *PrivateProcess) start(cred *syscall.Credential) (*exec.Cmd, error) {
 			reaper.Watch(reaper.KindCgroup, cg)
 		}
 	}
+	p.out = &ringBuffer{}
+	command := func() (*exec.Cmd, func(), error) {
+		cmd := p.Command()
+		cmd.SysProcAttr = attr()
+		started, err := capture(cmd, p.out)
+		return cmd, started, err
+	}
 	if p.cgroup != "" {
 		if f, err := reaper.OpenCgroup(p.cgroup); err == nil {
-			cmd := p.Command()
-			cmd.SysProcAttr = attr()
+			cmd, started, err := command()
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
-			err := cmd.Start()
+			err = cmd.Start()
 			f.Close()
+			started()
 			if err == nil {
 				return cmd, nil
 			}
@@ -131,9 +153,13 @@ func (p *PrivateProcess) start(cred *syscall.Credential) (*exec.Cmd, error) {
 	}
 	// No cgroup, or no clone3 here: start it, then move it (its first forks
 	// may escape the cgroup; the process group and the watchdog still hold them).
-	cmd := p.Command()
-	cmd.SysProcAttr = attr()
-	if err := cmd.Start(); err != nil {
+	cmd, started, err := command()
+	if err != nil {
+		return nil, err
+	}
+	err = cmd.Start()
+	started()
+	if err != nil {
 		return nil, err
 	}
 	if p.cgroup != "" {
@@ -162,18 +188,35 @@ func (p *PrivateProcess) Start(ctx context.Context) error {
 		case err := <-p.done:
 			p.started = false
 			p.forgetGroup()
-			return fmt.Errorf("private instance exited while starting: %v", err)
+			return p.startError(fmt.Errorf("private instance exited while starting: %v", err))
 		default:
 		}
+		var notReady error
 		if c, err := net.DialTimeout("tcp", p.Addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			if p.Ready == nil || p.Ready(ctx) == nil {
+			if p.Ready == nil {
+				return nil
+			}
+			// Ready may not heed ctx (an AMQP handshake): a SIGINT does not wait for it.
+			ready := make(chan error, 1)
+			go func() { ready <- p.Ready(ctx) }()
+			select {
+			case notReady = <-ready:
+			case <-ctx.Done():
+				p.Kill()
+				return ctx.Err()
+			}
+			if notReady == nil {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
 			p.Kill()
-			return fmt.Errorf("private instance on %s did not come up within 60 s", p.Addr)
+			err := fmt.Errorf("private instance on %s did not come up within 60 s", p.Addr)
+			if notReady != nil {
+				err = fmt.Errorf("%w (it accepts connections: %v)", err, notReady)
+			}
+			return p.startError(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -262,13 +305,45 @@ func (p *PrivateProcess) Resume() error {
 }
 
 // FreePort returns a free TCP port on 127.0.0.1.
+//
+// Free on 127.0.0.1 is not enough: the port must be free on every address.
+// RabbitMQ's prelaunch checks its distribution port with a wildcard bind
+// (0.0.0.0), and a port that something holds on another address — the
+// private clusters of this machine listen on 127.0.x.y — makes the node
+// exit with status 1 (dist_port_already_used) before it logs anything;
+// epmd listens on ::1 as well. So a port taken on any address is passed over.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if freeEverywhere(port) || try == 20 {
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freeEverywhere reports whether port can be bound on the wildcard address
+// (dual-stack where the machine has IPv6): no socket holds it on any
+// address. It binds without listening: nothing can connect meanwhile.
+// SO_REUSEADDR as servers set it: a connection in TIME_WAIT does not count.
+func freeEverywhere(port int) bool {
+	fd, err := syscall.Socket(syscall.AF_INET6, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	var sa syscall.Sockaddr = &syscall.SockaddrInet6{Port: port}
+	if err != nil {
+		if fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0); err != nil {
+			return true // cannot tell: as before
+		}
+		sa = &syscall.SockaddrInet4{Port: port}
+	} else {
+		_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 0)
+	}
+	defer syscall.Close(fd)
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	return syscall.Bind(fd, sa) == nil
 }
 
 // Secret returns a fresh random password of n bytes, hex-encoded: letters and
@@ -329,4 +404,160 @@ func (p *privateServer) Restart(ctx context.Context) error { return p.Start(ctx)
 func (p *privateServer) Stop() error {
 	err := p.Close()
 	return errors.Join(err, os.RemoveAll(p.dir))
+}
+
+// StartError is a private broker process that did not start. What it said
+// (the last of its output and of its log files) travels with the error: the
+// run directory that held them goes with the run.
+type StartError struct {
+	Name string // the process: "redis", "rabbit", a node's name
+	Err  error
+	Logs []Log
+}
+
+// Log is the last part of one log of a private process.
+type Log struct {
+	Name string // "output" (its stdout and stderr) or the file's name
+	Data []byte
+}
+
+// tailLines is how many of a log's last lines an error quotes.
+const tailLines = 8
+
+func (e *StartError) Error() string {
+	if t := e.Tail(tailLines); t != "" {
+		return fmt.Sprintf("%v; its last log lines: %s", e.Err, t)
+	}
+	return e.Err.Error()
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Tail is the last n non-empty lines of the process's logs (of the log that
+// has any, the files before the output), each clipped, joined with " | ".
+func (e *StartError) Tail(n int) string {
+	logs := slices.Clone(e.Logs)
+	// A broker's own log says more than its console.
+	slices.SortStableFunc(logs, func(a, b Log) int { return cmp.Compare(boolRank(a.Name == "output"), boolRank(b.Name == "output")) })
+	for _, l := range logs {
+		var lines []string
+		for _, line := range strings.Split(string(l.Data), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				if len(line) > 240 {
+					line = line[:240] + "…"
+				}
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) > 0 {
+			return strings.Join(lines[max(len(lines)-n, 0):], " | ")
+		}
+	}
+	return ""
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// logKeep is how much of each log a StartError keeps: the end.
+const logKeep = 64 << 10
+
+// ringBuffer keeps the last logKeep bytes written to it. Safe for
+// concurrent use.
+type ringBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *ringBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - logKeep; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *ringBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.buf)
+}
+
+// capture points the standard output and error cmd has none for at a pipe
+// whose reader keeps the last of it in out. The child gets the pipe's file
+// itself (no copying goroutine that Wait would wait for: a helper process
+// that inherits it must not keep Wait from returning). The returned function
+// closes the parent's end of the writer once the child has started.
+func capture(cmd *exec.Cmd, out *ringBuffer) (func(), error) {
+	if cmd.Stdout != nil && cmd.Stderr != nil {
+		return func() {}, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = w
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = w
+	}
+	go func() {
+		_, _ = io.Copy(out, r)
+		r.Close()
+	}()
+	return func() { w.Close() }, nil
+}
+
+// startError is err with what the process said: its output and the end of
+// each of its log files, the secret scrubbed.
+func (p *PrivateProcess) startError(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	var logs []Log
+	if p.out != nil {
+		// What the process wrote last may still be in the pipe.
+		time.Sleep(50 * time.Millisecond)
+		if b := p.out.Bytes(); len(b) > 0 {
+			logs = append(logs, Log{Name: "output", Data: b})
+		}
+	}
+	for _, g := range p.Logs {
+		files, _ := filepath.Glob(g)
+		for _, f := range files {
+			if b := readTail(f, logKeep); len(b) > 0 {
+				logs = append(logs, Log{Name: filepath.Base(f), Data: b})
+			}
+		}
+	}
+	if p.Secret != "" {
+		for i := range logs {
+			logs[i].Data = bytes.ReplaceAll(logs[i].Data, []byte(p.Secret), []byte("xxxxx"))
+		}
+	}
+	return &StartError{Name: p.name(), Err: err, Logs: logs}
+}
+
+// readTail reads the last n bytes of a file (nil if it cannot).
+func readTail(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(st.Size()-n, 0)
+	b := make([]byte, st.Size()-off)
+	k, _ := f.ReadAt(b, off)
+	return b[:k]
 }

@@ -179,6 +179,7 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 			return c
 		}}
 	p.PrivateProcess = PrivateProcess{Addr: "127.0.0.1:" + strconv.Itoa(amqpPort), User: user, RunID: s.RunID, Name: "rabbit",
+		Logs: []string{filepath.Join(base, "log", "*.log")}, Secret: password,
 		Command: func() *exec.Cmd {
 			c := exec.Command(server, "-noinput")
 			c.Env = env
@@ -192,10 +193,10 @@ func startPrivateRabbit(ctx context.Context, s Spec, dir string) (Instance, Spec
 		return nil, s, err
 	}
 	if err := p.epmd.Start(ctx); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("private rabbitmq: epmd: %w", err))
 	}
 	if err := p.Start(ctx); err != nil {
-		return fail(fmt.Errorf("private rabbitmq: %w (logs in %s)", err, filepath.Join(base, "log")))
+		return fail(fmt.Errorf("private rabbitmq: %w", err))
 	}
 	// The user exists now: restarts need no password in the file.
 	if err := os.WriteFile(filepath.Join(base, "rabbitmq.conf"), []byte(conf), 0o600); err != nil {

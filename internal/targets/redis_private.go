@@ -85,6 +85,7 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 	p := &privateServer{dir: data, url: u.String()}
 	p.PrivateProcess = PrivateProcess{
 		Addr: u.Host, RunID: s.RunID, Name: "redis",
+		Logs: []string{filepath.Join(data, "redis.log")}, Secret: password,
 		Command: func() *exec.Cmd {
 			c := exec.Command(server, conf)
 			c.Dir = data

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/reports"
+)
+
+// signalLimit is the contract: SIGINT or SIGTERM ends durachk within
+// 2 s at every stage.
+const signalLimit = 2 * time.Second
+
+// stageRun is durachk started for one stage of TestSIGINTAtEveryStage.
+type stageRun struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	out   bytes.Buffer
+	lines chan string
+}
+
+func startStage(t *testing.T, args ...string) *stageRun {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stageRun{cmd: exec.Command(self, args...), lines: make(chan string, 1024)}
+	s.cmd.Env = append(os.Environ(), "DURACHK_MAIN_TEST=1")
+	pipe, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stdout = &lockedWriter{s}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.out.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+			select {
+			case s.lines <- sc.Text():
+			default:
+			}
+		}
+		close(s.lines)
+	}()
+	return s
+}
+
+type lockedWriter struct{ s *stageRun }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.out.Write(b)
+}
+
+func (s *stageRun) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// waitLine waits for a stderr line with prefix.
+func (s *stageRun) waitLine(t *testing.T, prefix string, limit time.Duration) {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("durachk ended before %q:\n%s", prefix, s.output())
+			}
+			if strings.HasPrefix(l, prefix) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no line %q within %s:\n%s", prefix, limit, s.output())
+		}
+	}
+}
+
+// interrupt sends SIGINT and returns how long durachk took to exit, and its
+// exit code (-1: ended by the signal itself).
+func (s *stageRun) interrupt(t *testing.T) (time.Duration, int) {
+	t.Helper()
+	sent := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Fatalf("still running 60 s after SIGINT:\n%s", s.output())
+	}
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return took, 0
+	case errors.As(err, &ee):
+		return took, ee.ExitCode()
+	}
+	t.Fatal(err)
+	return 0, 0
+}
+
+// descendant waits until a descendant of pid whose command name is comm
+// runs, and returns its pid.
+func descendant(t *testing.T, pid int, comm string, limit time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		parents := map[int]int{}
+		names := map[int]string{}
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			n, err := strconv.Atoi(p.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+			if err != nil {
+				continue
+			}
+			open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+			if open < 0 || close < open || close+2 >= len(b) {
+				continue
+			}
+			fs := strings.Fields(string(b[close+2:]))
+			if len(fs) > 1 {
+				parents[n], _ = strconv.Atoi(fs[1])
+				names[n] = string(b[open+1 : close])
+			}
+		}
+		for n, name := range names {
+			if name != comm {
+				continue
+			}
+			for p := parents[n]; p > 1; p = parents[p] {
+				if p == pid {
+					return n
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %s under durachk within %s", comm, limit)
+	return 0
+}
+
+// gone waits up to 5 s for process pid to end (a helper VM of a node may
+// halt by itself a moment after durachk), saying how long it took.
+func gone(t *testing.T, pid int) {
+	t.Helper()
+	began := time.Now()
+	for time.Since(began) < 5*time.Second && syscall.Kill(pid, 0) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(began); d > 100*time.Millisecond {
+		t.Logf("process %d ended %s after durachk", pid, d.Round(10*time.Millisecond))
+	}
+}
+
+// TestSIGINTAtEveryStage: SIGINT ends durachk within 2 s at every stage of a
+// run — parsing, reaching its targets (a broker that does not answer),
+// starting a private broker or cluster, running on a real broker, running the embedded
+// target's virtual-clock runs (a thousand trials), writing its reports — with
+// what it has: exit 2 (interrupted) and result.json marked interrupted once
+// the run has begun.
+func TestSIGINTAtEveryStage(t *testing.T) {
+	pg, redis, amqp := os.Getenv("DURACHK_PG_URL"), os.Getenv("DURACHK_REDIS_URL"), os.Getenv("DURACHK_AMQP_URL")
+	check := func(t *testing.T, s *stageRun, took time.Duration, code int, want ...int) {
+		t.Helper()
+		t.Logf("exit %d, %s after SIGINT", code, took.Round(time.Millisecond))
+		ok := false
+		for _, w := range want {
+			ok = ok || code == w
+		}
+		if !ok {
+			t.Errorf("exit %d, want one of %v\n%s", code, want, s.output())
+		}
+		if took > signalLimit {
+			t.Errorf("durachk ended %s after SIGINT, want within %s\n%s", took.Round(time.Millisecond), signalLimit, s.output())
+		}
+	}
+	interrupted := func(t *testing.T, dir string) *reports.Document {
+		t.Helper()
+		doc, err := reports.ReadJSON(filepath.Join(dir, "result.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !doc.Interrupted || doc.Complete {
+			t.Errorf("result.json: interrupted %v, complete %v; want an interrupted run", doc.Interrupted, doc.Complete)
+		}
+		return doc
+	}
+
+	t.Run("parsing", func(t *testing.T) {
+		// At once: the signal lands before or while the flags are read.
+		s := startStage(t, "run", "--out", t.TempDir())
+		took, code := s.interrupt(t)
+		check(t, s, took, code, -1, cli.ExitUnknown, cli.ExitPass)
+	})
+
+	t.Run("reaching a broker that does not answer", func(t *testing.T) {
+		if pg == "" {
+			t.Skip("DURACHK_PG_URL is not set (the local Postgres)")
+		}
+		server, err := exec.LookPath("redis-server")
+		if err != nil {
+			t.Skip("redis-server is not installed")
+		}
+		port, err := targets.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		red := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+		if err := red.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = red.Process.Signal(syscall.SIGCONT); _ = red.Process.Kill(); _ = red.Wait() }()
+		time.Sleep(300 * time.Millisecond)
+		// Paused: it accepts connections and answers nothing.
+		if err := red.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		s := startStage(t, "run", "--target", fmt.Sprintf("redis://127.0.0.1:%d/0", port), "--out", t.TempDir())
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		if !strings.Contains(s.output(), "interrupted") {
+			t.Errorf("no line says the run was interrupted:\n%s", s.output())
+		}
+	})
+
+	t.Run("starting a private broker", func(t *testing.T) {
+		if pg == "" || amqp == "" {
+			t.Skip("DURACHK_PG_URL or DURACHK_AMQP_URL is not set")
+		}
+		spec, err := targets.Parse(amqp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := targets.CanKillBroker(spec); err != nil {
+			t.Skip(err)
+		}
+		dir := t.TempDir()
+		s := startStage(t, "run", "--target", amqp, "--contract", "durability.ack", "--out", dir)
+		// RabbitMQ's node boots for seconds: the signal lands while it does.
+		beam := descendant(t, s.cmd.Process.Pid, "beam.smp", time.Minute)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		interrupted(t, dir)
+		if gone(t, beam); syscall.Kill(beam, 0) == nil {
+			t.Errorf("the private node (pid %d) outlived durachk", beam)
+		}
+	})
+
+	t.Run("starting a private cluster", func(t *testing.T) {
+		if pg == "" || amqp == "" {
+			t.Skip("DURACHK_PG_URL or DURACHK_AMQP_URL is not set")
+		}
+		target := amqp + "?queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"
+		if strings.Contains(amqp, "?") {
+			target = amqp + "&queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"
+		}
+		spec, err := targets.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := targets.CanKillBroker(spec); err != nil {
+			t.Skip(err)
+		}
+		dir := t.TempDir()
+		s := startStage(t, "run", "--target", target, "--contract", "durability.failover", "--out", dir)
+		// The seed node boots first, the others once it runs: seconds.
+		beam := descendant(t, s.cmd.Process.Pid, "beam.smp", time.Minute)
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		interrupted(t, dir)
+		gone(t, beam)
+		if syscall.Kill(beam, 0) == nil {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", beam))
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", beam))
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", beam))
+			t.Errorf("a node of the private cluster (pid %d) outlived durachk: %s\n%s\n%s", beam, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), cg, stat)
+		}
+	})
+
+	t.Run("running on a real broker", func(t *testing.T) {
+		if pg == "" || redis == "" {
+			t.Skip("DURACHK_PG_URL or DURACHK_REDIS_URL is not set")
+		}
+		dir := t.TempDir()
+		// Slow jobs: seconds of work, workers running when the signal lands.
+		s := startStage(t, "run", "--target", redis, "--contract", "lease.heartbeat", "--out", dir)
+		s.waitLine(t, "durachk: run ", time.Minute)
+		descendant(t, s.cmd.Process.Pid, filepath.Base(s.cmd.Path), time.Minute)
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		interrupted(t, dir)
+	})
+
+	t.Run("running the embedded target", func(t *testing.T) {
+		dir := t.TempDir()
+		s := startStage(t, "run", "--trials", "1000", "--contract", "cancel.terminal", "--out", dir)
+		s.waitLine(t, "durachk: run ", time.Minute)
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		doc := interrupted(t, dir)
+		// What ran is kept: the trials the contract had.
+		if len(doc.Results) != 1 || len(doc.Results[0].Trials) < 2 || !strings.Contains(doc.Results[0].Reason, "of 1000 trials") {
+			t.Errorf("%d results; want cancel.terminal with the trials it had, its reason saying so", len(doc.Results))
+		}
+	})
+
+	t.Run("writing", func(t *testing.T) {
+		// The signal lands once the last result is in, as the reports are
+		// written: they are written whole, and the run is complete.
+		dir := t.TempDir()
+		s := startStage(t, "run", "--trials", "100", "--out", dir)
+		s.waitLine(t, "durachk: [19/19]", 5*time.Minute)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitPass, cli.ExitUnknown)
+		if _, err := reports.ReadJSON(filepath.Join(dir, "result.json")); err != nil {
+			t.Error(err)
+		}
+	})
+}
