@@ -153,6 +153,11 @@ var clusterFixtures = []struct {
 	{"redis-wait1-durability-failover-seed1", nil, "jobs acknowledged and unfinished when the primary was killed 0"},
 	{"redis-wait1-durability-failover-unreplicated-seed1", []Property{PropLost}, ""},
 	{"redis-async-partition-minority-seed1", []Property{PropLost}, ""},
+	// Recorded on main before partition.client said what must be at risk
+	// (and before a producer could open its queue on a replica): the
+	// producer pinned to the cut-off replica sent its first enqueue 24 ms
+	// after the heal. It passed.
+	{"redis-async-partition-client-seed1", nil, "enqueues attempted during the partition 0"},
 	{"redis-async-fencing-failover-seed1", []Property{PropTokenReissued}, ""},
 	{"pg-async-durability-failover-seed1", []Property{PropLost}, ""},
 	{"pg-sync-durability-failover-seed1", nil, ""},
@@ -182,7 +187,8 @@ func TestClusterFixtures(t *testing.T) {
 			}
 			var res Result
 			judge(&res, Execution{Ops: ops, Final: rec.Final, Check: rec.Check}, c.Exercised, c.Properties)
-			if res.Cluster == nil || res.Cluster.Failovers == 0 {
+			// A client's node cut off from the primary fails nothing over.
+			if res.Cluster == nil || res.Cluster.Failovers == 0 && rec.Contract != "partition.client" {
 				t.Errorf("no failover in the recorded run: %+v", res.Cluster)
 			}
 			got := properties(res.Violations)
