@@ -71,14 +71,14 @@ func (t *Target) Budget(sc contracts.Scenario) (time.Duration, string) {
 func (t *Target) Execute(ctx context.Context, rc contracts.Run) (contracts.Execution, error) {
 	budget, parts := t.Budget(rc.Scenario)
 	bctx, cancel := context.WithTimeoutCause(ctx, budget, errOverBudget)
+	defer cancel()
 	if t.budgetAt != nil {
 		// A test's own moment: the budget runs out when it says.
 		var end context.CancelCauseFunc
 		bctx, end = context.WithCancelCause(ctx)
+		defer end(nil)
 		t.budgetAt(func() { end(errOverBudget) })
-		cancel = func() { end(nil) }
 	}
-	defer cancel()
 	ex, err := t.execute(bctx, rc)
 	if ctx.Err() == nil && errors.Is(context.Cause(bctx), errOverBudget) && (err != nil || ex.OverBudget != "") {
 		// Stopped wherever it was (starting, running, reading the final
