@@ -204,26 +204,30 @@ func TestHistoryTailCountsWhatIsAtRisk(t *testing.T) {
 	defer wp.Close()
 	defer ww.Close()
 	tail := newHistoryTail()
-	check := func(step string, produced bool, unfinished int) {
+	check := func(step string, produced bool, unfinished, leased int) {
 		t.Helper()
 		tail.read([]string{prod, work})
-		if tail.produced != produced || tail.unfinished != unfinished {
-			t.Fatalf("%s: produced %v, unfinished %d; want %v, %d", step, tail.produced, tail.unfinished, produced, unfinished)
+		if tail.produced != produced || tail.unfinished != unfinished || tail.leased != leased {
+			t.Fatalf("%s: produced %v, unfinished %d, leased %d; want %v, %d, %d", step, tail.produced, tail.unfinished, tail.leased, produced, unfinished, leased)
 		}
 	}
-	check("nothing yet", false, 0)
+	check("nothing yet", false, 0, 0)
 	ww.Record(history.Op{Process: "operator", Type: history.Invoke, F: history.Enqueue, Job: "x"})
-	check("an operator's enqueue is not the producer's", false, 0)
+	check("an operator's enqueue is not the producer's", false, 0, 0)
 	wp.Record(history.Op{Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "a"})
-	check("tried, not acknowledged", true, 0)
+	check("tried, not acknowledged", true, 0, 0)
+	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a"}) // leased before the producer heard back
 	wp.Record(history.Op{Process: "producer", Type: history.OK, F: history.Enqueue, Job: "a"})
 	wp.Record(history.Op{Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: "b"})
 	wp.Record(history.Op{Process: "producer", Type: history.OK, F: history.Enqueue, Job: "b"})
-	check("two acknowledged", true, 2)
+	check("two acknowledged, one leased", true, 2, 1)
 	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a"})
 	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a"}) // a second ack counts once
-	check("one acked", true, 1)
+	check("one acked", true, 1, 0)
+	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "b"})
+	ww.Record(history.Op{Process: "w2", Type: history.OK, F: history.Lease, Job: "b"}) // a redelivery: still one job
+	check("the other leased twice", true, 1, 1)
 	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.DeadLetter, Job: "c"}) // never acknowledged
 	ww.Record(history.Op{Process: "w1", Type: history.OK, F: history.Cancel, Job: "b"})
-	check("the other cancelled", true, 0)
+	check("the other cancelled", true, 0, 0)
 }

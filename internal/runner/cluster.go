@@ -43,11 +43,12 @@ type clusterRun struct {
 	planned time.Time
 
 	// What the supervisor last read in the children's histories (publishRisk):
-	// whether the producer has tried an enqueue, and how many acknowledged
-	// jobs have no outcome yet. shift is how long the controller held its
+	// whether the producer has tried an enqueue, how many acknowledged jobs
+	// have no outcome yet, and how many leased ones. shift is how long the controller held its
 	// faults back for them (every later node event moves with it).
 	produced   atomic.Bool
 	unfinished atomic.Int64
+	leased     atomic.Int64
 	shift      atomic.Int64
 
 	mu        sync.Mutex
@@ -194,6 +195,7 @@ func (r *run) publishRisk() {
 	}
 	r.cl.produced.Store(r.tail.produced)
 	r.cl.unfinished.Store(int64(r.tail.unfinished))
+	r.cl.leased.Store(int64(r.tail.leased))
 }
 
 // clusterShift is how long the controller held its node faults back.
@@ -206,14 +208,16 @@ func (r *run) clusterShift() time.Duration {
 
 // atRisk says what node fault f waits for before it fires, and whether it is
 // there: the primary's kill, for an acknowledged job without an outcome (what
-// a failover to a lagging replica may lose, and whose lease it may hand out
-// again); a partition of a plan that pins the producer, for the producer's
-// first enqueue (a producer that connects only after the cut, or not before
-// the heal, puts nothing at risk). Other faults wait for nothing.
+// a failover to a lagging replica may lose) and a leased one (whose lease and
+// token it may hand out again: where a lease waits for a synchronous standby,
+// a job is acknowledged well before a worker holds it); a partition of a plan
+// that pins the producer, for the producer's first enqueue (a producer that
+// connects only after the cut, or not before the heal, puts nothing at
+// risk). Other faults wait for nothing.
 func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
 	switch {
 	case f.Kind == faults.NodeKill && f.Node == faults.SelPrimary:
-		return "an acknowledged job without an outcome", c.unfinished.Load() > 0
+		return "an acknowledged job without an outcome and a lease held", c.unfinished.Load() > 0 && c.leased.Load() > 0
 	case f.Kind == faults.NodePartition && c.r.sc.Plan.PinProducer != "":
 		return "the pinned producer's first enqueue", c.produced.Load()
 	}

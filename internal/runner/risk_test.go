@@ -38,20 +38,22 @@ func TestNodeFaultsWaitForWhatTheyPutAtRisk(t *testing.T) {
 	cut := faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned}
 	c, _ := riskController(t, faults.SelReplica)
 	for _, tt := range []struct {
-		name       string
-		f          faults.Fault
-		produced   bool
-		unfinished int64
-		want       bool
+		name               string
+		f                  faults.Fault
+		produced           bool
+		unfinished, leased int64
+		want               bool
 	}{
-		{"kill, nothing acknowledged and unfinished", kill, true, 0, false},
-		{"kill, a job acknowledged and unfinished", kill, true, 1, true},
-		{"partition, the producer has sent nothing", cut, false, 3, false},
-		{"partition, the producer has sent", cut, true, 0, true},
-		{"a replica's kill waits for nothing", faults.Fault{Kind: faults.NodeKill, Node: faults.SelReplica}, false, 0, true},
+		{"kill, nothing acknowledged and unfinished", kill, true, 0, 0, false},
+		{"kill, a job acknowledged and unfinished, none leased", kill, true, 1, 0, false},
+		{"kill, a job acknowledged, unfinished and leased", kill, true, 1, 1, true},
+		{"partition, the producer has sent nothing", cut, false, 3, 3, false},
+		{"partition, the producer has sent", cut, true, 0, 0, true},
+		{"a replica's kill waits for nothing", faults.Fault{Kind: faults.NodeKill, Node: faults.SelReplica}, false, 0, 0, true},
 	} {
 		c.produced.Store(tt.produced)
 		c.unfinished.Store(tt.unfinished)
+		c.leased.Store(tt.leased)
 		if _, ok := c.atRisk(tt.f); ok != tt.want {
 			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
 		}

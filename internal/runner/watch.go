@@ -28,6 +28,9 @@ type historyTail struct {
 	// outcome yet.
 	produced   bool
 	unfinished int
+	// leased counts the jobs leased (a lease answered) that have no outcome
+	// yet: the leases, and their fencing tokens, the broker holds.
+	leased int
 }
 
 type jobTrace struct {
@@ -37,9 +40,9 @@ type jobTrace struct {
 	// infrastructure cut short spends nothing.
 	executions int
 	fencedBy   map[string]bool
-	// accepted: an enqueue was acknowledged; finished: acked, dead-lettered
-	// or cancelled.
-	accepted, finished bool
+	// accepted: an enqueue was acknowledged; leased: a lease was answered;
+	// finished: acked, dead-lettered or cancelled.
+	accepted, leased, finished bool
 }
 
 func newHistoryTail() *historyTail {
@@ -125,11 +128,21 @@ func (w *historyTail) readFile(path string) {
 					w.unfinished++
 				}
 			}
+		case op.F == history.Lease && op.Type == history.OK:
+			if b := w.job(op.Job); !b.leased {
+				b.leased = true
+				if !b.finished {
+					w.leased++
+				}
+			}
 		case (op.F == history.Ack || op.F == history.DeadLetter || op.F == history.Cancel) && op.Type == history.OK:
 			if b := w.job(op.Job); !b.finished {
 				b.finished = true
 				if b.accepted {
 					w.unfinished--
+				}
+				if b.leased {
+					w.leased--
 				}
 			}
 		case op.F == history.Enqueue && op.Type == history.Invoke:
