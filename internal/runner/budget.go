@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -86,7 +87,9 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (contracts.Execu
 		ex.OverBudget = fmt.Sprintf("the run was stopped at its wall-time budget of %s (%s) and torn down", budget, parts)
 		ex.Unsettled, ex.Unavailable = "", ""
 		if err != nil {
-			ex.OverBudget += fmt.Sprintf(" (it was at: %v)", err)
+			// Where it was: an error of a step the budget ended, its URLs
+			// without credentials.
+			ex.OverBudget += " (it was at: " + redact.Line(redact.Command(err.Error())) + ")"
 		}
 		return ex, nil
 	}
