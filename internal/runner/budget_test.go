@@ -15,6 +15,7 @@ import (
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/pipeline"
 )
 
 // neverSettles is a cluster of two nodes that are the shared Postgres: every
@@ -73,8 +74,10 @@ var killThenSettle = &contracts.Contract{ID: "test.kill-then-settle", Claim: "a 
 	Scenario: func(seed uint64, n int) contracts.Scenario {
 		var jobs []contracts.JobSpec
 		for i := range 4 {
+			// Slow (2 s, scaled 0.2 s): a lease is held when the kill comes.
+			p := pipeline.Payload{Doc: "doc", Text: "x", Slow: 2 * time.Second}
 			jobs = append(jobs, contracts.JobSpec{Job: adapters.Job{ID: "job-" + string(rune('a'+i)), Tenant: "acme", DocumentID: "doc",
-				Version: 1, MaxAttempts: 3, Payload: []byte(`{"doc":"doc","text":"x"}`)}, At: time.Duration(i) * 500 * time.Millisecond})
+				Version: 1, MaxAttempts: 3, Payload: p.Encode()}, At: time.Duration(i) * 500 * time.Millisecond})
 		}
 		return contracts.Scenario{Name: "kill, then a settle that never ends", Jobs: jobs, Workers: 1, Lease: 10 * time.Second,
 			Poll: 200 * time.Millisecond, Limit: 10 * time.Minute, Plan: faults.Plan{Faults: []faults.Fault{
