@@ -43,6 +43,10 @@ type Checker struct {
 	// may run out on it.
 	degraded bool
 	chanHit  bool // a fault was applied to the relay's channel
+	// primary is the node the history last recorded as primary ("" before
+	// any); cut the nodes a node partition holds apart until their heal.
+	primary string
+	cut     map[string]bool
 
 	vs      []Violation
 	perKind map[Property]int
@@ -277,6 +281,9 @@ func (c *Checker) observe(op *history.Op) {
 		c.faultOp(op, pos)
 		return
 	}
+	if op.F == history.Node && op.Value == "primary" {
+		c.primary = strings.Clone(op.Target)
+	}
 	p := c.proc(op.Process) // a new incarnation of a worker tells its predecessor died
 	if op.Job == "" {
 		if op.F == history.Lease && op.Type == history.Invoke {
@@ -304,7 +311,7 @@ func (c *Checker) observe(op *history.Op) {
 	}
 	switch op.F {
 	case history.Enqueue:
-		c.enqueue(op, pos, j)
+		c.enqueue(op, pos, j, p)
 	case history.Lease:
 		if op.Type == history.OK {
 			c.lease(op, pos, j, p)
@@ -447,11 +454,20 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 		c.crash = c.keep(op, pos, nil)
 	}
 	if op.Value == "broker_crash" || op.Value == "power_loss" {
-		for _, j := range c.jobList {
-			if j.accepted && j.terminal == nil {
-				c.st.AtRisk++
-			}
+		c.st.AtRisk += c.unfinished()
+	}
+	if op.Value == "node_kill" && op.Target != "" && op.Target == c.primary {
+		c.st.AtRiskAtPrimaryKill += c.unfinished()
+		c.st.LeasesAtPrimaryKill += c.held()
+	}
+	switch op.Value {
+	case "node_partition":
+		if c.cut == nil {
+			c.cut = map[string]bool{}
 		}
+		c.cut[strings.Clone(op.Target)] = true
+	case "node_heal":
+		delete(c.cut, op.Target)
 	}
 	if nodeFault {
 		c.degraded = op.Value != "rejoin"
@@ -503,6 +519,33 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	}
 }
 
+// unfinished counts the jobs the broker acknowledged that have no terminal
+// outcome yet: what a broker fault puts at risk now.
+func (c *Checker) unfinished() int {
+	n := 0
+	for _, j := range c.jobList {
+		if j.accepted && j.terminal == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// held counts the jobs with a delivery leased and not yet ended: the leases
+// (and fencing tokens) a node fault puts at risk now.
+func (c *Checker) held() int {
+	n := 0
+	for _, j := range c.jobList {
+		for i := range j.dels {
+			if j.dels[i].ended == open {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // open returns the open delivery of j held by process proc.
 func (j *job) open(proc string, c *Checker) *delivery {
 	if len(j.dels) == 0 {
@@ -552,11 +595,15 @@ func (c *Checker) terminal(j *job, r *rop, invPos uint32) {
 	}
 }
 
-func (c *Checker) enqueue(op *history.Op, pos uint32, j *job) {
+func (c *Checker) enqueue(op *history.Op, pos uint32, j *job, p *procState) {
 	switch op.Type {
 	case history.Invoke:
 		inc16(&j.enqueues)
 		inc16(&j.enqOpen)
+		p.enqCut = len(c.cut) > 0
+		if p.enqCut {
+			c.st.EnqueuesInPartition++
+		}
 		if j.enqInv == nil {
 			var m pipeline.JobMeta
 			parseMeta(op.Value, &m)
@@ -571,6 +618,10 @@ func (c *Checker) enqueue(op *history.Op, pos uint32, j *job) {
 		}
 	case history.OK:
 		dec16(&j.enqOpen)
+		if p.enqCut {
+			c.st.AckedInPartition++
+			p.enqCut = false
+		}
 		if !j.accepted {
 			j.accepted = true
 			c.setEnqOK(j, op, pos)
@@ -581,12 +632,14 @@ func (c *Checker) enqueue(op *history.Op, pos uint32, j *job) {
 		}
 	case history.Fail:
 		dec16(&j.enqOpen)
+		p.enqCut = false
 		if !j.accepted && len(j.rare().enqFails) < 4 {
 			x := j.rareW()
 			x.enqFails = append(x.enqFails, c.keep(op, pos, j))
 		}
 	case history.Info:
 		dec16(&j.enqOpen)
+		p.enqCut = false
 		inc16(&j.enqInfos)
 	}
 }

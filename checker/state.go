@@ -234,6 +234,9 @@ type procState struct {
 	leaseInvT, invT int64
 	// commitInv is 1 + the position of its latest commit invoke (0: none).
 	commitInv uint32
+	// enqCut: its latest enqueue invoke came while a node partition was in
+	// force (Stats.AckedInPartition counts the acknowledgement).
+	enqCut bool
 }
 
 // interner hands out small ids for strings that repeat; id 0 is "". A full

@@ -145,6 +145,26 @@ type Stats struct {
 	// AtRisk counts the jobs the broker had acknowledged and that were not
 	// finished when it was killed or lost power, summed over those faults.
 	AtRisk int `json:"at_risk_at_broker_fault,omitempty"`
+	// What a replicated target's node faults put at risk, each counted when
+	// the fault happens (a run that counts none of its contract's did not
+	// exercise the claim: see each contract's Exercised).
+	//
+	// AtRiskAtPrimaryKill counts the jobs the broker had acknowledged and that
+	// were not finished when the primary (the node the history last recorded
+	// as primary, or the queue's leader) was killed, summed over such kills:
+	// the acknowledged enqueues the old primary held, which a lagging replica
+	// may not have.
+	AtRiskAtPrimaryKill int `json:"at_risk_at_primary_kill,omitempty"`
+	// LeasesAtPrimaryKill counts the deliveries held (leased and not yet
+	// ended) when the primary was killed, summed over such kills: the fencing
+	// tokens a failover to a lagging replica may hand out again.
+	LeasesAtPrimaryKill int `json:"leases_at_primary_kill,omitempty"`
+	// EnqueuesInPartition counts the enqueues attempted (invoked) while a
+	// node partition was in force (from a node_partition fault until its
+	// node_heal), and AckedInPartition those of them the broker acknowledged:
+	// the writes a client on the cut-off side had at risk.
+	EnqueuesInPartition int `json:"enqueues_in_partition,omitempty"`
+	AckedInPartition    int `json:"acked_in_partition,omitempty"`
 	// SpentAttempts counts executions that spend a job's budget (the job's own
 	// failures: a job error in extract, or a poison crash).
 	SpentAttempts int `json:"spent_attempts"`

@@ -243,6 +243,13 @@ func failedOver(fault string) func(Stats) string {
 	}
 }
 
+// partitioned is the Exercised of the partition contracts: a node was cut
+// away and the producer pinned to it tried to enqueue while it was.
+func partitioned(s Stats) string {
+	return firstOf(atLeast("partitions", s.Faults["node_partition"], 1),
+		atLeast("enqueues attempted during the partition", s.EnqueuesInPartition, 1))
+}
+
 // withClusterContext adds to each witness of a lost job on a replicated target
 // what proves and explains it: the broker's acknowledgement of the enqueue,
 // who was primary then, and the node faults and failovers that followed. Each

@@ -200,6 +200,10 @@ type Execution struct {
 	// from 3.1 s"); "" otherwise. Such a run is unknown, never a pass: its
 	// final state could not be read.
 	Unavailable string
+	// OverBudget says why the run was stopped at its wall-time budget (see
+	// the target's doc for how the budget is chosen); "" otherwise. Such a
+	// run is unknown, never a pass: it did not finish.
+	OverBudget string
 }
 
 // ErrUnavailable marks a target that could not be reached to carry out a run

@@ -277,6 +277,9 @@ func judge(res *Result, ex Execution, exercised func(Stats) string, own ...func(
 	res.Violations, res.Stats, res.HistoryLen = vs, st, len(ex.Ops)
 	res.Metrics = Measure(ex.Ops)
 	switch {
+	case ex.OverBudget != "":
+		// Stopped before its end: what a cut-short history shows is no verdict.
+		res.Verdict, res.Reason, res.Violations = Unknown, ex.OverBudget, nil
 	case ex.Unsettled != "":
 		res.Verdict, res.Reason = Unknown, "the cluster did not settle after the last fault: "+ex.Unsettled
 	case ex.Unavailable != "":

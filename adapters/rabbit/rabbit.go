@@ -993,6 +993,20 @@ func (q *Queue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 	return inv, nil
 }
 
+// Ping reports whether the broker answers, touching no message: a passive
+// declare of the work queue. A liveness probe that called Inspect instead
+// would, while no other process of the run is connected, browse the queue:
+// every message got and requeued counts as a delivery on a RabbitMQ 3.x
+// quorum queue (x-delivery-count), and enough of them make a healthy job
+// look like a crash loop to the pipeline.
+func (q *Queue) Ping(ctx context.Context) error {
+	err := q.do(ctx, func(c *conn) error {
+		_, _, err := q.passive(c, q.names.main)
+		return err
+	})
+	return opErr("ping", adapters.Delivery{}, err)
+}
+
 // passive returns the ready messages and consumers of queue.
 func (q *Queue) passive(c *conn, queue string) (int, int, error) {
 	if c.insp == nil || c.insp.IsClosed() {

@@ -640,3 +640,26 @@ func TestRefusedArgumentsLeaveNothing(t *testing.T) {
 		_ = ch.ExchangeDelete(base+".dlx", false, false)
 	}
 }
+
+// The controller's liveness probe (Ping) touches no message. Inspect, with
+// no other process of the run connected, browses the queue, and on a quorum
+// queue every message it gets and requeues counts as a delivery: the
+// negative control, and why the probe pings instead.
+func TestPingDeliversNothing(t *testing.T) {
+	q := newQueue(t, Options{Args: map[string]any{"x-queue-type": "quorum"}})
+	enqueue(t, q, "pinged", "inspected")
+	for range 3 {
+		if err := q.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := leaseJob(t, q, "pinged"); d.Attempt != 1 {
+		t.Errorf("after three pings the job's first lease is attempt %d, want 1", d.Attempt)
+	}
+	if _, err := q.Inspect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := leaseJob(t, q, "inspected"); d.Attempt < 2 {
+		t.Errorf("after an Inspect that browsed the queue the job's first lease is attempt %d, want more than 1", d.Attempt)
+	}
+}

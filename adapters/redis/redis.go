@@ -269,10 +269,31 @@ func (q *Queue) open(ctx context.Context) error {
 // stream before any worker came back.
 func (q *Queue) ensureGroup(ctx context.Context) error {
 	err := q.rdb.XGroupCreateMkStream(ctx, q.stream, Group, "0").Err()
+	if err != nil && strings.HasPrefix(err.Error(), "READONLY") && q.hasGroup(ctx) {
+		// A replica refuses the create before it looks (READONLY, not
+		// BUSYGROUP): a client there can still try its writes, and be
+		// refused each one (partition.client pins its producer to one).
+		return nil
+	}
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return classify(err)
 	}
 	return nil
+}
+
+// hasGroup reports whether the run's consumer group exists, with a read
+// that a replica answers.
+func (q *Queue) hasGroup(ctx context.Context) bool {
+	groups, err := q.rdb.XInfoGroups(ctx, q.stream).Result()
+	if err != nil {
+		return false
+	}
+	for _, g := range groups {
+		if g.Name == Group {
+			return true
+		}
+	}
+	return false
 }
 
 func infoField(info, name string) string {

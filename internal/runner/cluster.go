@@ -22,6 +22,11 @@ import (
 // last fault: a primary known, every node back and following it.
 const settleTimeout = 40 * time.Second
 
+// riskWait bounds how long the controller holds back node faults, in all,
+// for what they put at risk (atRisk): a fault that finds nothing at risk by
+// then fires anyway, and its run is not exercised.
+const riskWait = 4 * time.Second
+
 // clusterRun is the replicated topology of one run and the controller of its
 // node faults: it applies them at their times, heals everything after the
 // last one, lets the cluster settle, and records in the history who was
@@ -36,6 +41,15 @@ type clusterRun struct {
 	// of the plan's node faults: from the first one until a while after the
 	// cluster settled.
 	planned time.Time
+
+	// What the supervisor last read in the children's histories (publishRisk):
+	// whether the producer has tried an enqueue, how many acknowledged jobs
+	// have no outcome yet, and how many leased ones. shift is how long the controller held its
+	// faults back for them (every later node event moves with it).
+	produced   atomic.Bool
+	unfinished atomic.Int64
+	leased     atomic.Int64
+	shift      atomic.Int64
 
 	mu        sync.Mutex
 	done      bool   // the last fault, the heal and the settle are over
@@ -65,6 +79,9 @@ func (t *Target) describeCluster() {
 	}
 }
 
+// clusterStarter starts a target's cluster (tests put a fake in its place).
+var clusterStarter = targets.StartCluster
+
 // startCluster starts the private cluster the target names, before the run's
 // queue is opened: the run's processes then connect to it. Every contract of
 // such a target runs on its own cluster; a broker crash kills every node.
@@ -80,13 +97,13 @@ func (r *run) startCluster() error {
 				ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: kind, Key: link})
 			}
 		}}
-	cl, spec, err := targets.StartCluster(r.ctx, r.spec, env)
+	cl, spec, err := clusterStarter(r.ctx, r.spec, env)
 	if err != nil && r.ctx.Err() == nil {
 		// A node that could not start (a port taken between its choice and
 		// the bind, a node killed by a loaded machine) gets one more chance,
 		// on fresh ports.
 		r.logf("the cluster did not start, once more: %v", err)
-		cl, spec, err = targets.StartCluster(r.ctx, r.spec, env)
+		cl, spec, err = clusterStarter(r.ctx, r.spec, env)
 	}
 	if err != nil {
 		return err
@@ -168,6 +185,72 @@ func (r *run) clusterPlanned() time.Time {
 	r.cl.mu.Lock()
 	defer r.cl.mu.Unlock()
 	return r.cl.planned
+}
+
+// publishRisk hands the controller what the history tail knows of the jobs
+// at risk (called by supervise, which owns the tail).
+func (r *run) publishRisk() {
+	if r.cl == nil {
+		return
+	}
+	r.cl.produced.Store(r.tail.produced)
+	r.cl.unfinished.Store(int64(r.tail.unfinished))
+	r.cl.leased.Store(int64(r.tail.leased))
+}
+
+// clusterShift is how long the controller held its node faults back.
+func (r *run) clusterShift() time.Duration {
+	if r.cl == nil {
+		return 0
+	}
+	return time.Duration(r.cl.shift.Load())
+}
+
+// atRisk says what node fault f waits for before it fires, and whether it is
+// there: the primary's kill, for an acknowledged job without an outcome (what
+// a failover to a lagging replica may lose) and a leased one (whose lease and
+// token it may hand out again: where a lease waits for a synchronous standby,
+// a job is acknowledged well before a worker holds it); a partition of a plan
+// that pins the producer, for the producer's first enqueue (a producer that
+// connects only after the cut, or not before the heal, puts nothing at
+// risk). Other faults wait for nothing.
+func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
+	switch {
+	case f.Kind == faults.NodeKill && f.Node == faults.SelPrimary:
+		return "an acknowledged job without an outcome and a lease held", c.unfinished.Load() > 0 && c.leased.Load() > 0
+	case f.Kind == faults.NodePartition && c.r.sc.Plan.PinProducer != "":
+		return "the pinned producer's first enqueue", c.produced.Load()
+	}
+	return "", true
+}
+
+// holdFor waits, from the fault's planned time, until what f puts at risk is
+// there (atRisk) or the controller has held its faults back riskWait in all;
+// it records how long in shift.
+func (c *clusterRun) holdFor(ctx context.Context, f faults.Fault) {
+	what, ok := c.atRisk(f)
+	if ok {
+		return
+	}
+	begin, before := time.Now(), time.Duration(c.shift.Load())
+	tick := time.NewTicker(20 * time.Millisecond) // the supervisor reads the histories as often
+	defer tick.Stop()
+	for !ok && before+time.Since(begin) < riskWait {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.shift.Store(int64(before + time.Since(begin)))
+		_, ok = c.atRisk(f)
+	}
+	waited := time.Since(begin).Round(10 * time.Millisecond)
+	msg := fmt.Sprintf("%s held back %s for %s", f.Kind, waited, what)
+	if !ok {
+		msg += ", which did not come: it fires anyway"
+	}
+	c.record(history.Node, msg, "")
+	c.r.logf("%s", msg)
 }
 
 func (c *clusterRun) plan(until time.Time) {
@@ -316,7 +399,10 @@ func (c *clusterRun) control(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Until(r.start.Add(ev.at))):
+		case <-time.After(time.Until(r.start.Add(ev.at + r.clusterShift()))):
+		}
+		if ev.kind == "fault" {
+			c.holdFor(ctx, ev.f)
 		}
 		// From the first node fault until the cluster settles, the broker may
 		// not answer the controller: that is the plan, not an outage.
@@ -401,7 +487,7 @@ func (c *clusterRun) control(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Until(r.start.Add(last))):
+	case <-time.After(time.Until(r.start.Add(last + r.clusterShift()))):
 	}
 	_ = c.cl.Heal()
 	for n := range down {

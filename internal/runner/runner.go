@@ -56,6 +56,8 @@ type Target struct {
 	// into when the broker did not start (the run directory goes with the
 	// teardown): the run's reason names the copy.
 	KeepLogs   string
+	budget     time.Duration      // set by tests: the budget of every run, instead of Budget's
+	budgetAt   func(spend func()) // set by tests: hands over what makes the budget run out now
 	caps       adapters.Capabilities
 	measuredOn string
 	down       downState
@@ -266,8 +268,9 @@ type run struct {
 	silent bool
 }
 
-// Execute runs one scenario and returns the merged history and the final state.
-func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Execution, err error) {
+// execute runs one scenario and returns the merged history and the final
+// state (Execute bounds it by its budget).
+func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Execution, err error) {
 	r := &run{t: t, ctx: ctx, rc: rc, sc: scale(rc.Scenario, t.Scale), spec: t.Spec, slots: map[string]*child{},
 		pending: map[string][]faults.Fault{}, tail: newHistoryTail()}
 	r.spec.RunID = newRunID()
@@ -302,7 +305,7 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
-		limit := 30 * time.Second
+		limit := teardownLimit
 		if ex.Unavailable != "" || r.silent {
 			limit = 5 * time.Second // the broker did not answer: do not wait for it long
 		}
@@ -464,10 +467,11 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		r.probe = &probe{q: in}
 	}
 	drained, err := r.supervise(q, store, operatorDone)
-	if err != nil {
+	cut := err != nil && r.overBudget() // stopped mid-run at its budget
+	if err != nil && !cut {
 		return ex, err
 	}
-	if r.unavailable() != "" {
+	if r.unavailable() != "" || cut {
 		// Children stuck on a broker that does not answer would not heed a
 		// SIGTERM; their histories are on disk record by record.
 		r.killAll()
@@ -478,15 +482,23 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		inv       adapters.Inventory
 		unsettled string
 	)
-	if r.unavailable() == "" {
+	if r.unavailable() == "" && !cut {
 		if st, err = finalRead(ctx, store.Snapshot); err != nil {
 			return ex, r.storeUnavailable(err)
 		}
 		unsettled = r.clusterUnsettled()
 		if in, ok := q.(adapters.Inspector); ok {
 			began := time.Now()
-			// An unsettled cluster may not answer: its verdict is unknown anyway.
-			if inv, err = finalRead(ctx, in.Inspect); err != nil && unsettled == "" {
+			// An unsettled cluster may not answer, or answer only after
+			// minutes (a RabbitMQ node whose autoheal gave up): its verdict
+			// is unknown anyway, and the inventory is only shown.
+			ictx, cancel := ctx, context.CancelFunc(func() {})
+			if unsettled != "" {
+				ictx, cancel = context.WithTimeout(ctx, unsettledReadLimit)
+			}
+			inv, err = finalRead(ictx, in.Inspect)
+			cancel()
+			if err != nil && unsettled == "" {
 				if ctx.Err() != nil || !brokerSilent(err) {
 					return ex, err
 				}
@@ -502,6 +514,11 @@ func (t *Target) Execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	ops, err := r.merge()
 	if err != nil {
 		return ex, err
+	}
+	if cut {
+		// Execute says why; the history so far goes into the report.
+		ex.Ops, ex.OverBudget = ops, "stopped"
+		return ex, nil
 	}
 	if why := r.unavailable(); why != "" {
 		// The broker's final state cannot be read: the run is unknown.
@@ -618,6 +635,9 @@ func finalRead[T any](ctx context.Context, read func(context.Context) (T, error)
 		}
 	}
 }
+
+// unsettledReadLimit bounds the final read of a cluster that did not settle.
+const unsettledReadLimit = 10 * time.Second
 
 // setupLimit bounds each step that reaches the broker or the store before a
 // run starts: a paused server accepts connections and never answers.
@@ -996,8 +1016,11 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 			return false, err
 		}
 		r.tail.read(r.hists)
+		r.publishRisk()
 		r.resumeZombies()
-		if now.After(deadline) {
+		// Node faults held back for what they put at risk move the whole
+		// plan, and its end, with them.
+		if now.After(deadline.Add(r.clusterShift())) {
 			r.clusterTimedOut()
 			return false, nil
 		}

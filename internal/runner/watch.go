@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/pipeline"
@@ -22,6 +23,14 @@ type historyTail struct {
 	jobs      map[string]*jobTrace
 	lastFault map[string]string // process → job of its latest fault record
 	leasedAt  map[string]int64  // process → time of its latest lease invoke
+	// What a node fault waits for (cluster.go, atRisk): whether the producer
+	// has tried an enqueue, and how many jobs it had acknowledged have no
+	// outcome yet.
+	produced   bool
+	unfinished int
+	// leased counts the jobs leased (a lease answered) that have no outcome
+	// yet: the leases, and their fencing tokens, the broker holds.
+	leased int
 }
 
 type jobTrace struct {
@@ -31,6 +40,9 @@ type jobTrace struct {
 	// infrastructure cut short spends nothing.
 	executions int
 	fencedBy   map[string]bool
+	// accepted: an enqueue was acknowledged; leased: a lease was answered;
+	// finished: acked, dead-lettered or cancelled.
+	accepted, leased, finished bool
 }
 
 func newHistoryTail() *historyTail {
@@ -109,7 +121,32 @@ func (w *historyTail) readFile(path string) {
 			}
 		case op.F == history.Fence && op.Type == history.OK:
 			w.job(op.Job).fencedBy[op.Process] = true
+		case op.F == history.Enqueue && op.Type == history.OK:
+			if b := w.job(op.Job); !b.accepted {
+				b.accepted = true
+				if !b.finished {
+					w.unfinished++
+				}
+			}
+		case op.F == history.Lease && op.Type == history.OK:
+			if b := w.job(op.Job); !b.leased {
+				b.leased = true
+				if !b.finished {
+					w.leased++
+				}
+			}
+		case (op.F == history.Ack || op.F == history.DeadLetter || op.F == history.Cancel) && op.Type == history.OK:
+			if b := w.job(op.Job); !b.finished {
+				b.finished = true
+				if b.accepted {
+					w.unfinished--
+				}
+				if b.leased {
+					w.leased--
+				}
+			}
 		case op.F == history.Enqueue && op.Type == history.Invoke:
+			w.produced = w.produced || strings.HasPrefix(op.Process, RoleProducer)
 			b := w.job(op.Job)
 			b.enqueues++
 			var m pipeline.JobMeta

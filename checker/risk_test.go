@@ -1,0 +1,89 @@
+package checker
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/durachk/durachk/history"
+)
+
+// node records what the controller says a node of a replicated target was.
+func (h *hist) node(value, target string) *hist {
+	return h.rec(history.Op{Process: "controller", Type: history.Info, F: history.Node, Value: value, Target: target})
+}
+
+// tryEnqueue is an enqueue the broker answered with typ.
+func (h *hist) tryEnqueue(job, key string, typ history.Type) *hist {
+	b, _ := json.Marshal(meta("acme", job, 3))
+	h.rec(history.Op{Process: "producer", Type: history.Invoke, F: history.Enqueue, Job: job, Key: key, Value: string(b)})
+	return h.rec(history.Op{Process: "producer", Type: typ, F: history.Enqueue, Job: job, Key: key})
+}
+
+// What a node fault puts at risk is counted when it happens: the primary's
+// kill counts the acknowledged jobs without an outcome and the leases held; a
+// replica's kill counts nothing; a partition counts the enqueues tried (and
+// acknowledged) until its heal, none after.
+func TestStatsAtRiskOfNodeFaults(t *testing.T) {
+	tests := []struct {
+		name string
+		h    *hist
+		want Stats
+	}{
+		{"the primary killed holding a queued job and a leased one",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).enqueue("b", keyB, meta("acme", "doc-b", 3)).
+				deliver("w1", "a", keyA, 1).fault("node_kill", "n1"),
+			Stats{AtRiskAtPrimaryKill: 2, LeasesAtPrimaryKill: 1}},
+		{"the primary killed after every job finished",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).finish("w1", "a", keyA, 1).fault("node_kill", "n1"),
+			Stats{}},
+		{"a replica killed while jobs are queued",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).deliver("w1", "a", keyA, 1).fault("node_kill", "n2"),
+			Stats{}},
+		{"the new primary killed after a failover",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).node("primary", "n2").fault("node_kill", "n2"),
+			Stats{AtRiskAtPrimaryKill: 1}},
+		{"enqueues during a partition: refused, ambiguous, acknowledged",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).fault("node_partition", "n1").
+				tryEnqueue("b", keyB, history.Fail).tryEnqueue("b", keyB, history.Info).tryEnqueue("c", "acme:doc-c:v1", history.OK).
+				fault("node_heal", "n1").tryEnqueue("d", "acme:doc-d:v1", history.OK),
+			Stats{EnqueuesInPartition: 3, AckedInPartition: 1}},
+		{"a partition with no enqueue in it",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).fault("node_partition", "n1").fault("node_heal", "n1").
+				enqueue("b", keyB, meta("acme", "doc-b", 3)),
+			Stats{}},
+		{"two nodes cut, one healed: still partitioned",
+			newHist().fault("node_partition", "n1").fault("node_partition", "n2").fault("node_heal", "n1").
+				tryEnqueue("a", keyA, history.OK).fault("node_heal", "n2").tryEnqueue("b", keyB, history.OK),
+			Stats{EnqueuesInPartition: 1, AckedInPartition: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Check(tt.h.ops, Final{}, Options{}).Stats
+			got := Stats{AtRiskAtPrimaryKill: st.AtRiskAtPrimaryKill, LeasesAtPrimaryKill: st.LeasesAtPrimaryKill,
+				EnqueuesInPartition: st.EnqueuesInPartition, AckedInPartition: st.AckedInPartition}
+			if got.AtRiskAtPrimaryKill != tt.want.AtRiskAtPrimaryKill || got.LeasesAtPrimaryKill != tt.want.LeasesAtPrimaryKill ||
+				got.EnqueuesInPartition != tt.want.EnqueuesInPartition || got.AckedInPartition != tt.want.AckedInPartition {
+				t.Errorf("at risk at the primary's kill %d, leases %d, enqueues in the partition %d (acknowledged %d); want %d, %d, %d (%d)",
+					got.AtRiskAtPrimaryKill, got.LeasesAtPrimaryKill, got.EnqueuesInPartition, got.AckedInPartition,
+					tt.want.AtRiskAtPrimaryKill, tt.want.LeasesAtPrimaryKill, tt.want.EnqueuesInPartition, tt.want.AckedInPartition)
+			}
+		})
+	}
+}
+
+// A broker kill counts what it puts at risk as a power loss does (AtRisk):
+// nothing when every job had finished.
+func TestStatsAtRiskOfABrokerKill(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		h    *hist
+		want int
+	}{
+		{"killed with a job queued", newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).fault("broker_crash", "redis"), 1},
+		{"killed after the job finished", newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).finish("w1", "a", keyA, 1).fault("broker_crash", "redis"), 0},
+	} {
+		if got := Check(tt.h.ops, Final{}, Options{}).Stats.AtRisk; got != tt.want {
+			t.Errorf("%s: at risk %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

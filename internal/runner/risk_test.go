@@ -1,0 +1,90 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/pipeline"
+)
+
+// riskController is a cluster controller without a cluster: what atRisk and
+// holdFor read and record.
+func riskController(t *testing.T, pin string) (*clusterRun, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "controller.jsonl")
+	w, err := history.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	r := &run{t: &Target{}, sc: contracts.Scenario{Plan: faults.Plan{PinProducer: pin}},
+		ctl: &pipeline.Env{Process: "controller", Rec: w, Now: time.Now}}
+	c := &clusterRun{r: r}
+	r.cl = c
+	return c, path
+}
+
+// A node fault waits for what it puts at risk: the primary's kill for an
+// acknowledged job without an outcome, the partition of a pinned producer's
+// node for its first enqueue; anything else waits for nothing.
+func TestNodeFaultsWaitForWhatTheyPutAtRisk(t *testing.T) {
+	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary}
+	cut := faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned}
+	c, _ := riskController(t, faults.SelReplica)
+	for _, tt := range []struct {
+		name               string
+		f                  faults.Fault
+		produced           bool
+		unfinished, leased int64
+		want               bool
+	}{
+		{"kill, nothing acknowledged and unfinished", kill, true, 0, 0, false},
+		{"kill, a job acknowledged and unfinished, none leased", kill, true, 1, 0, false},
+		{"kill, a job acknowledged, unfinished and leased", kill, true, 1, 1, true},
+		{"partition, the producer has sent nothing", cut, false, 3, 3, false},
+		{"partition, the producer has sent", cut, true, 0, 0, true},
+		{"a replica's kill waits for nothing", faults.Fault{Kind: faults.NodeKill, Node: faults.SelReplica}, false, 0, 0, true},
+	} {
+		c.produced.Store(tt.produced)
+		c.unfinished.Store(tt.unfinished)
+		c.leased.Store(tt.leased)
+		if _, ok := c.atRisk(tt.f); ok != tt.want {
+			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
+		}
+	}
+	free, _ := riskController(t, "")
+	if _, ok := free.atRisk(cut); !ok {
+		t.Error("a partition without a pinned producer waits")
+	}
+}
+
+// What is at risk already: the fault fires at once. What never comes: the
+// fault fires after riskWait, the plan moved by as much, and the history says
+// so.
+func TestHoldForFiresAnywayAfterRiskWait(t *testing.T) {
+	cut := faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned}
+	c, _ := riskController(t, faults.SelPrimary)
+	c.produced.Store(true)
+	c.holdFor(context.Background(), cut)
+	if c.shift.Load() != 0 {
+		t.Fatalf("held back %v with the producer's enqueue there", time.Duration(c.shift.Load()))
+	}
+	c, path := riskController(t, faults.SelPrimary)
+	c.holdFor(context.Background(), cut)
+	if got := time.Duration(c.shift.Load()); got < riskWait {
+		t.Fatalf("held back %v, want %v before firing anyway", got, riskWait)
+	}
+	ops, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].F != history.Node || !strings.Contains(ops[0].Value, "the pinned producer's first enqueue, which did not come") {
+		t.Fatalf("history %v, want the wait recorded", ops)
+	}
+}
