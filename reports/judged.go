@@ -45,9 +45,11 @@ type Judged struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// Unsettled and Unavailable are the engine's own steps: a replicated
 	// target that did not settle after its last fault, a broker that stopped
-	// answering (contracts.Execution). Either makes the verdict unknown.
+	// answering, a run stopped at its wall-time budget (contracts.Execution).
+	// Each makes the verdict unknown.
 	Unsettled   string `json:"unsettled,omitempty"`
 	Unavailable string `json:"unavailable,omitempty"`
+	OverBudget  string `json:"over_budget,omitempty"`
 }
 
 // Recorded is one execution behind a result: what it was judged on and its

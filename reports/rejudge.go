@@ -46,7 +46,7 @@ func JudgeAgain(j Judged, ops []history.Op) (contracts.Result, checker.Result, e
 		return contracts.Result{}, checker.Result{}, err
 	}
 	res := contracts.Result{Contract: j.Contract, Target: j.Target, Seed: j.Seed, Sabotage: j.Sabotage}
-	cr := contracts.Judge(&res, c, contracts.Execution{Ops: ops, Final: j.Final, Check: j.Check, Unsettled: j.Unsettled, Unavailable: j.Unavailable})
+	cr := contracts.Judge(&res, c, contracts.Execution{Ops: ops, Final: j.Final, Check: j.Check, Unsettled: j.Unsettled, Unavailable: j.Unavailable, OverBudget: j.OverBudget})
 	return res, cr, nil
 }
 

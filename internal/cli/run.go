@@ -134,7 +134,7 @@ func lastSeed(rec *recorder) uint64 {
 // (a plan contract's plan, a cluster that did not settle, an outage).
 func recorded(t *target, c *contracts.Contract, o RunOptions, seed uint64, run contracts.Run, ex *contracts.Execution) reports.Recorded {
 	j := reports.Judged{Contract: c.ID, Target: t.Name(), Seed: seed, Final: ex.Final, Check: ex.Check,
-		Unsettled: ex.Unsettled, Unavailable: ex.Unavailable}
+		Unsettled: ex.Unsettled, Unavailable: ex.Unavailable, OverBudget: ex.OverBudget}
 	if run.Sabotage != nil {
 		j.Sabotage = run.Sabotage.Name
 	}
