@@ -38,6 +38,9 @@ type ExploreOptions struct {
 	Command    string
 }
 
+// maxReplay bounds --replay: each replay is a whole run of the plan.
+const maxReplay = 1000
+
 // lookupSabotage finds a sabotage of the catalogue or the seed scenarios by
 // name.
 func lookupSabotage(name string) (*contracts.Sabotage, error) {
@@ -65,6 +68,9 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	sh := o.Shrink
 	if sh.Tries < 0 || sh.Time < 0 || sh.K < 0 || sh.N < 0 || (sh.N > 0 && sh.K > sh.N) {
 		return ConfigError(fmt.Errorf("explore: --shrink-tries, --shrink-time want values ≥ 0, --shrink-k at most --shrink-n"))
+	}
+	if sh.Replay < 0 || sh.Replay > maxReplay {
+		return ConfigError(fmt.Errorf("--replay %d: want 1 to %d (0: %d)", sh.Replay, maxReplay, explore.DefaultReplay))
 	}
 	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Parallel: o.Parallel,
 		KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
@@ -226,6 +232,9 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		}
 		r.Violations, r.Planned = f.Result.Violations, f.Result.Planned
 		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s: %s; %s", f.Round, f.Plan.Seed, f.Property, f.Result.Reason, r.Reason)
+		if sh := s.Shrunk; sh != nil {
+			r.Reason += fmt.Sprintf("; its shrunk plan (%d jobs, %d faults) %s", sh.ToJobs, sh.ToFaults, sh.Replay)
+		}
 		ops = f.Ops
 		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
 		ev.Windows = planWindows(t, f.Plan, f.Ops)
@@ -241,16 +250,29 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		}
 		sr := sh.Result
 		sr.Contract, sr.Claim = "explore/shrunk", fmt.Sprintf("the shrunk plan still raises %s", sh.Property)
-		sr.Reason = fmt.Sprintf("shrunk from %d jobs, %d faults to %d jobs, %d faults in %d candidates (%d runs, %s; a candidate fails when it raises %s in %d of %d runs)",
-			sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond), sh.Property, sh.K, sh.N)
+		sr.Reason = fmt.Sprintf("%s; shrunk from %d jobs, %d faults to %d jobs, %d faults in %d candidates (%d runs, %s; %s)",
+			sh.Replay, sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond), shrinkRule(sh))
 		if sh.Stopped != "" {
 			sr.Reason += "; stopped: " + sh.Stopped
 		}
 		sr.Reason += "; " + sh.Result.Reason
-		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops)}
+		rp := sh.Replay
+		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops),
+			Replay: &reports.Replay{Property: string(rp.Property), Runs: rp.Runs, Reproduced: rp.Reproduced, NotAtRisk: rp.NotAtRisk, Other: rp.Other,
+				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, Text: rp.String()}}
 		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
 	}
 	return out, nil
+}
+
+// shrinkRule says how the shrink decided: K of N per candidate, and on a
+// real target the confirmations.
+func shrinkRule(sh *explore.Shrunk) string {
+	s := fmt.Sprintf("a candidate fails when it raises %s in %d of %d runs", sh.Property, sh.K, sh.N)
+	if !sh.Replay.Deterministic {
+		s += fmt.Sprintf("; %d smaller plans confirmed, %d did not reproduce", sh.Confirmed, sh.Unconfirmed)
+	}
+	return s
 }
 
 // planWindows are a plan's fault windows against a run's history, with the
@@ -281,6 +303,7 @@ func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
 				fmt.Fprintf(w, "  stopped: %s\n", sh.Stopped)
 			}
 			fmt.Fprintf(w, "  shrunk plan: %s (durachk run --plan %s)\n", filepath.Join(o.Out, "shrunk.yaml"), filepath.Join(o.Out, "shrunk.yaml"))
+			fmt.Fprintf(w, "  %s\n", sh.Replay)
 		}
 	case s.Verdicts[contracts.Violated] > 0:
 		fmt.Fprintf(w, "violations outside --property: %s\n", counts(s.Violations))
