@@ -2,6 +2,7 @@ package plans_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -110,10 +111,10 @@ func TestAtRiskAfterContractExercise(t *testing.T) {
 func TestAtRiskParse(t *testing.T) {
 	for _, tc := range []struct{ name, risk, want string }{
 		{"unknown measure", "at_risk:\n  - what: luck\n    min: 1\n", `at_risk[0]: what "luck": want one of acked_unfinished_at_broker_fault`},
-		{"min 0", "at_risk:\n  - what: leases_renewed\n    min: 0\n", "at_risk[0] (leases_renewed): min 0: want 1 to 1000000"},
-		{"no min", "at_risk:\n  - what: leases_renewed\n", "min 0"},
-		{"twice", "at_risk:\n  - what: leases_renewed\n    min: 1\n  - what: leases_renewed\n    min: 2\n", "at_risk[1]: leases_renewed given twice"},
-		{"unknown field", "at_risk:\n  - what: leases_renewed\n    min: 1\n    max: 2\n", "field max not found"},
+		{"min 0", "at_risk:\n  - what: lease_renewals_tried\n    min: 0\n", "at_risk[0] (lease_renewals_tried): min 0: want 1 to 1000000"},
+		{"no min", "at_risk:\n  - what: lease_renewals_tried\n", "min 0"},
+		{"twice", "at_risk:\n  - what: lease_renewals_tried\n    min: 1\n  - what: lease_renewals_tried\n    min: 2\n", "at_risk[1]: lease_renewals_tried given twice"},
+		{"unknown field", "at_risk:\n  - what: lease_renewals_tried\n    min: 1\n    max: 2\n", "field max not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := plans.Parse([]byte(minimal+tc.risk), "x.yaml")
@@ -135,7 +136,7 @@ func TestAtRiskParse(t *testing.T) {
 // RisksFor takes, of the measures that explain the property, those the
 // violating run had; every measure of the registry counts something.
 func TestRisksFor(t *testing.T) {
-	st := contracts.Stats{AtRisk: 3, Extends: 0, Redeliveries: map[string]int{"fault": 2}}
+	st := contracts.Stats{AtRisk: 3, RenewalsTried: 0, Redeliveries: map[string]int{"fault": 2}}
 	if got := plans.RisksFor(contracts.PropLost, st); !slices.Equal(got, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}}) {
 		t.Errorf("lost: %v", got)
 	}
@@ -148,6 +149,43 @@ func TestRisksFor(t *testing.T) {
 	for _, m := range plans.Measures {
 		if m.Name == "" || m.Text == "" || m.Count == nil || len(m.For) == 0 {
 			t.Errorf("measure %+v incomplete", m.Name)
+		}
+	}
+}
+
+// docs/plans.md lists every measure of the registry.
+func TestMeasuresDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/plans.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range plans.Measures {
+		if !strings.Contains(string(b), "| `"+m.Name+"` |") {
+			t.Errorf("docs/plans.md does not list the measure %s", m.Name)
+		}
+	}
+}
+
+// lease_renewals_tried counts the renewals a holder asked for: a job slower
+// than a third of its lease puts its lease at risk, a quick one does not,
+// and its plan's run is unknown.
+func TestAtRiskLeaseRenewals(t *testing.T) {
+	for _, tc := range []struct {
+		job     string
+		verdict contracts.Verdict
+	}{{"    slow: 5s\n", contracts.Pass}, {"", contracts.Unknown}} {
+		plan := "format: durachk.plan/v1\nseed: 1\nworkers: 2\nat_risk:\n  - what: lease_renewals_tried\n    min: 1\njobs:\n  - id: a\n" + tc.job
+		p, err := plans.Parse([]byte(plan), "x.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := p.AsContract("plan/x")
+		r, err := contracts.Evaluate(context.Background(), contracts.MemTarget{}, c, contracts.Options{Seed: 1, Tries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != tc.verdict || tc.verdict == contracts.Pass && r.Stats.RenewalsTried < 1 {
+			t.Errorf("job %q: %s (%s), renewals tried %d; want %s", tc.job, r.Verdict, r.Reason, r.Stats.RenewalsTried, tc.verdict)
 		}
 	}
 }
