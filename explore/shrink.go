@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 // raised the property in DefaultMinRate of that many runs.
 const (
 	DefaultShrinkTries = 300
-	DefaultShrinkTime  = 5 * time.Minute
+	DefaultShrinkTime  = 10 * time.Minute
 	DefaultK           = 1
 	DefaultKReal       = 3
 	DefaultNReal       = 3
@@ -44,9 +43,9 @@ type ShrinkOptions struct {
 	// DefaultNReal otherwise).
 	K, N int
 	// Replay is how often the final plan is run to state its reproduction
-	// rate (0: DefaultReplay). On a real target it is also the runs a smaller
-	// plan must reproduce in, MinRate of them (0: DefaultMinRate), before the
-	// shrink keeps it (its candidate runs count).
+	// rate (0: DefaultReplay). On a real target it is also the runs the plan
+	// a search ends on must reproduce in, MinRate of them (0:
+	// DefaultMinRate), before the shrink keeps it (its candidate runs count).
 	Replay   int
 	MinRate  float64
 	Progress io.Writer
@@ -94,9 +93,9 @@ type Shrunk struct {
 	// Candidates tried (distinct plans), Runs executed (candidates,
 	// confirmations and the replay), the candidates' K of N.
 	Candidates, Runs, K, N int
-	// Confirmed counts the smaller plans that reproduced in MinRate of Replay
-	// runs; Unconfirmed those that did not, after which the shrink went on
-	// from the best plan before them.
+	// Confirmed counts the plans that reproduced in MinRate of Replay runs;
+	// Unconfirmed those that did not, after which the shrink went back to
+	// the newest plan before them that did.
 	Confirmed, Unconfirmed int
 	Wall                   time.Duration
 	// Sizes before and after: jobs and faults.
@@ -130,22 +129,28 @@ type shrinker struct {
 	// decided: whether a plan fails (K of N; false once it did not confirm).
 	decided map[string]bool
 	tallies map[string]*tally
-	// hits keeps a run that raised the property, of the current and the
-	// best plan only (a history each).
+	// hits keeps a run that raised the property, of the plans of the chain
+	// only (a history each).
 	hits map[string]hitRun
-	// best is the plan the shrink falls back on: the last one confirmed, or
-	// before any, the one with the best rate (the original at first).
-	best          *plans.Plan
-	bestConfirmed bool
-	reverts       int
-	out           *Shrunk
+	// chain is every plan the shrink adopted, in order, from the finding's
+	// to the current one: where it goes back to when the current one does
+	// not confirm.
+	chain     []*plans.Plan
+	confirmed map[string]bool
+	reverts   int
+	out       *Shrunk
 }
 
 var errBudget = fmt.Errorf("shrink budget spent")
 
-// maxReverts bounds the times a shrink goes back to its best plan after a
-// smaller one did not confirm: each costs up to Replay runs.
-const maxReverts = 8
+// maxReverts bounds the times a shrink goes back along its chain and
+// searches again; maxWalk the plans one settle confirms going back, before
+// it keeps the one that reproduced best. Each confirmation costs up to
+// Replay runs.
+const (
+	maxReverts = 4
+	maxWalk    = 5
+)
 
 func key(p *plans.Plan) string {
 	b, _ := p.Marshal(true)
@@ -199,6 +204,9 @@ func (s *shrinker) fails(p *plans.Plan) (bool, error) {
 	}
 	k := key(p)
 	if v, ok := s.decided[k]; ok {
+		if v {
+			s.adopt(p, k)
+		}
 		return v, nil
 	}
 	if s.ctx.Err() != nil {
@@ -217,10 +225,21 @@ func (s *shrinker) fails(p *plans.Plan) (bool, error) {
 	}
 	ok := t.hits >= s.o.K
 	s.decided[k] = ok
-	if !ok {
+	if ok {
+		s.adopt(p, k)
+	} else {
 		delete(s.hits, k)
 	}
 	return ok, nil
+}
+
+// adopt records that the shrink goes on from p (every plan fails says
+// fails of is adopted: ddmin and the edits take it at once).
+func (s *shrinker) adopt(p *plans.Plan, k string) {
+	if n := len(s.chain); n > 0 && key(s.chain[n-1]) == k {
+		return
+	}
+	s.chain = append(s.chain, p)
 }
 
 // need is the runs of n that must raise the property for a plan to
@@ -255,66 +274,71 @@ func (s *shrinker) confirm(p *plans.Plan) (bool, error) {
 	return ok, nil
 }
 
-// settle confirms the plan a step shrank to: kept when it reproduces, else
-// the shrink goes back to the best plan (keeping the smaller one only when
-// neither reproduces and it did better). final: the last settle, past the
-// budget.
+// settle confirms the current plan, the last of the chain: kept when it
+// reproduces (MinRate of Replay runs), else marked as not failing and the
+// shrink goes back along the chain to the newest plan that reproduces (at
+// most maxWalk confirmations; if none does, the one that did best, the
+// smaller on a tie). It returns errBudget when the budget is spent, unless
+// final: the last settle runs past it.
 func (s *shrinker) settle(cur **plans.Plan, final bool) error {
-	c := *cur
-	ck := key(c)
-	switch {
-	case s.det:
-		s.best = c // one run decides
-		s.prune(ck)
-		return nil
-	case ck == key(s.best):
-		return nil // confirmed already, or the plan to fall back on (the replay states its rate)
+	if s.det || len(s.chain) == 0 {
+		return nil // one run decides
 	}
-	if !final {
-		if why := s.spent(); why != "" {
-			s.out.Stopped = why
-			return errBudget
+	if k := key(*cur); key(s.chain[len(s.chain)-1]) != k {
+		s.chain = append(s.chain, *cur) // kept by a step without fails (cannot happen; be safe)
+	}
+	best, bestRate := -1, -1.0
+	for i, walked := len(s.chain)-1, 0; i >= 0 && walked < maxWalk; i-- {
+		p := s.chain[i]
+		k := key(p)
+		if i > 0 && !s.confirmed[k] {
+			// (The finding's own plan is the last resort, not confirmed: the
+			// replay states its rate.)
+			if !final {
+				if why := s.spent(); why != "" {
+					s.out.Stopped = why
+					return errBudget
+				}
+			}
+			walked++
+			ok, err := s.confirm(p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				s.out.Unconfirmed++
+				s.decided[k] = false
+				if r := s.tallies[k].rate(); r > bestRate {
+					best, bestRate = i, r
+				}
+				continue
+			}
+			s.out.Confirmed++
+			s.confirmed[k] = true
 		}
+		best = i
+		break
 	}
-	ok, err := s.confirm(c)
-	if err != nil {
-		return err
+	if best < 0 {
+		best = len(s.chain) - 1
 	}
-	if ok {
-		s.best, s.bestConfirmed = c, true
-		s.out.Confirmed++
-		s.prune(ck)
-		return nil
-	}
-	s.out.Unconfirmed++
-	s.decided[ck] = false
-	bk := key(s.best)
-	if !s.bestConfirmed && bk != ck {
-		// The plan to go back to was never confirmed: it must reproduce
-		// better than this one to be worth it.
-		bok, err := s.confirm(s.best)
-		if err != nil {
-			return err
-		}
-		if bok {
-			s.bestConfirmed = true
-		} else if s.tallies[ck].rate() >= s.tallies[bk].rate() {
-			s.best = c // neither reproduces: the smaller, which did no worse
-		}
-	}
-	if key(s.best) != ck {
+	if best < len(s.chain)-1 {
 		s.reverts++
 	}
-	*cur = s.best
-	s.prune(key(s.best))
+	s.chain = s.chain[:best+1]
+	*cur = s.chain[best]
+	s.prune()
 	return nil
 }
 
-// prune drops the kept runs of every plan but the current and the best.
-func (s *shrinker) prune(keep ...string) {
-	bk := key(s.best)
+// prune drops the kept runs of every plan not in the chain.
+func (s *shrinker) prune() {
+	keep := map[string]bool{}
+	for _, p := range s.chain {
+		keep[key(p)] = true
+	}
 	for k := range s.hits {
-		if k != bk && !slices.Contains(keep, k) {
+		if !keep[k] {
 			delete(s.hits, k)
 		}
 	}
@@ -326,10 +350,11 @@ func (s *shrinker) prune(keep ...string) {
 // ordinary behaviour), then shorter and earlier fault windows, fewer
 // workers, no operator; again while anything shrinks and the budget lasts.
 // Every candidate runs on t with the plan's seed and counts as failing when
-// it raises the property in K of N runs. On a real target the plan a step
-// shrank to is kept only when it reproduces (MinRate of Replay runs);
-// otherwise the shrink goes back to the best plan before it, so that no
-// budget ends it on a plan that does not reproduce. The final plan carries
+// it raises the property in K of N runs. On a real target the plan the
+// search ends on is kept only when it reproduces (MinRate of Replay runs);
+// otherwise the shrink goes back along the plans it took to the newest one
+// that does and searches again from there, so that neither the search nor
+// its budget ends it on a plan that does not reproduce. The final plan carries
 // what its violation needs at risk (plans.RisksFor) and is replayed Replay
 // times; Shrunk.Replay states the rate. The result is never larger than the
 // finding's plan.
@@ -365,9 +390,8 @@ func Shrink(ctx context.Context, t contracts.Target, f *Finding, sab *contracts.
 	out := &Shrunk{Plan: f.Plan.Clone(), Property: prop, K: o.K, N: o.N}
 	out.FromJobs, out.FromFaults = f.Plan.Size()
 	s := &shrinker{ctx: ctx, t: t, prop: prop, sab: sab, o: o, det: det, deadline: begin.Add(o.Time),
-		decided: map[string]bool{}, tallies: map[string]*tally{}, hits: map[string]hitRun{}, out: out}
+		decided: map[string]bool{}, tallies: map[string]*tally{}, hits: map[string]hitRun{}, confirmed: map[string]bool{}, out: out}
 	cur := out.Plan
-	s.best = cur
 	ok, err := s.fails(cur)
 	switch {
 	case err == errBudget:
@@ -381,7 +405,7 @@ func Shrink(ctx context.Context, t contracts.Target, f *Finding, sab *contracts.
 			return out, err
 		}
 		if ctx.Err() == nil {
-			// The budget may have ended a step on a plan not yet confirmed.
+			// The budget may have ended the search on a plan not confirmed.
 			if err := s.settle(&cur, true); err != nil {
 				return out, err
 			}
@@ -460,22 +484,23 @@ func (s *shrinker) loop(cur **plans.Plan) error {
 	// jobs until it is made the first.
 	steps := []func(**plans.Plan) error{s.dropFaults, s.simplerFaults, s.dropJobs, s.simplerJobs, s.simplerPlan}
 	for {
-		before, reverts := key(*cur), s.reverts
+		before := key(*cur)
 		for _, step := range steps {
-			from := key(*cur)
 			if err := step(cur); err != nil {
 				return err
 			}
-			if key(*cur) != from {
-				if err := s.settle(cur, false); err != nil {
-					return err
-				}
-			}
 		}
-		// Unchanged: as far as it goes; after a step went back, the steps
-		// run again (the plan that did not confirm is now known not to fail),
-		// as often as maxReverts allows.
-		if key(*cur) == before && (s.reverts == reverts || s.reverts > maxReverts) {
+		if key(*cur) != before {
+			continue
+		}
+		// As far as it goes: the plan must reproduce. When it does not, the
+		// shrink goes back along its chain and searches again from there
+		// (what did not confirm is now known not to fail), as often as
+		// maxReverts allows.
+		if err := s.settle(cur, false); err != nil {
+			return err
+		}
+		if key(*cur) == before || s.reverts > maxReverts {
 			return nil
 		}
 	}

@@ -132,9 +132,11 @@ func TestShrinkDecisions(t *testing.T) {
 			o: explore.ShrinkOptions{}, jobs: "a,b", rate: 10, confirms: true},
 		{name: "1 of 3 takes it, its confirmation fails, the shrink goes back and ends on the reproducing plan", hit: needsAB,
 			o: explore.ShrinkOptions{K: 1, N: 3}, jobs: "a,b", rate: 10, confirms: true, reverted: true},
-		{name: "a budget that ends on a plan that does not confirm keeps the best reproducing plan", hit: needsAB,
+		{name: "a budget that ends on a plan that does not confirm keeps the newest reproducing plan", hit: needsAB,
 			// the original, {a,b} (kept by ddmin), {a}: then the budget is spent
-			o: explore.ShrinkOptions{K: 1, N: 1, Tries: 3}, jobs: "a,b,c,d", rate: 10, stopped: "budget of 3 candidates", reverted: true},
+			o: explore.ShrinkOptions{K: 1, N: 1, Tries: 3}, jobs: "a,b", rate: 10, stopped: "budget of 3 candidates", confirms: true, reverted: true},
+		{name: "going back ends on the finding's plan when nothing smaller reproduces", hit: func(jobs string, n int) bool { return jobs == "a,b,c,d" || n == 0 },
+			o: explore.ShrinkOptions{K: 1, N: 1}, jobs: "a,b,c,d", rate: 10, reverted: true},
 		{name: "a plan that never fails again is kept as found", hit: func(string, int) bool { return false },
 			o: explore.ShrinkOptions{}, jobs: "a,b,c,d", rate: 0, stopped: "kept as found"},
 		{name: "nothing smaller fails: the original, confirmed by its replay", hit: func(jobs string, _ int) bool { return jobs == "a,b,c,d" },
