@@ -23,7 +23,6 @@ const (
 	DefaultShrinkTries = 300
 	DefaultShrinkTime  = 10 * time.Minute
 	DefaultK           = 1
-	DefaultKReal       = 3
 	DefaultNReal       = 3
 	DefaultReplay      = 10
 	DefaultMinRate     = 0.8
@@ -39,8 +38,8 @@ type ShrinkOptions struct {
 	Tries int
 	Time  time.Duration
 	// A candidate fails when it raises the property in K of N runs (0: the
-	// defaults, 1 of 1 on a deterministic target, DefaultKReal of
-	// DefaultNReal otherwise).
+	// defaults, 1 of 1 on a deterministic target, DefaultNReal of
+	// DefaultNReal otherwise; N alone means N of N).
 	K, N int
 	// Replay is how often the final plan is run to state its reproduction
 	// rate (0: DefaultReplay). On a real target it is also the runs the plan
@@ -375,7 +374,7 @@ func Shrink(ctx context.Context, t contracts.Target, f *Finding, sab *contracts.
 	if o.K <= 0 {
 		o.K = DefaultK
 		if !det {
-			o.K = o.N // every run (DefaultKReal of DefaultNReal)
+			o.K = o.N // every run
 		}
 	}
 	o.K = min(o.K, o.N)
