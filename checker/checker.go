@@ -329,6 +329,8 @@ func (c *Checker) observe(op *history.Op) {
 		c.extract(op, pos, j, p)
 	case history.Extend:
 		switch op.Type {
+		case history.Invoke:
+			c.st.RenewalsTried++
 		case history.OK:
 			c.st.Extends++
 			if d := j.open(p.name, c); d != nil {

@@ -104,6 +104,7 @@ type Stats struct {
 	Accepted       int            `json:"accepted"`
 	Executions     int            `json:"executions"`
 	Extends        int            `json:"lease_extensions"`
+	RenewalsTried  int            `json:"lease_renewals_tried,omitempty"` // asked for, taken or not
 	Committed      int            `json:"committed"`
 	Deduped        int            `json:"deduped_commits"`
 	DeadLettered   int            `json:"dead_lettered"`

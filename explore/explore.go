@@ -291,7 +291,7 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		if so.Progress == nil {
 			so.Progress = o.Progress
 		}
-		sh, err := Shrink(ctx, t, s.Finding.Plan, s.Finding.Property, o.Sabotage, so)
+		sh, err := Shrink(ctx, t, s.Finding, o.Sabotage, so)
 		if err != nil {
 			return s, err
 		}

@@ -55,8 +55,9 @@ func TestExploreFindsAndShrinksEverySabotage(t *testing.T) {
 				}
 				t.Parallel()
 				ctx := context.Background()
+				// Two replays: the embedded target's runs of a seed are all alike.
 				sum, err := explore.Run(ctx, contracts.MemTarget{}, explore.Options{Seed: tc.seed, Rounds: 60, Jobs: 100,
-					Want: s.Raises, Sabotage: &s, Parallel: 1})
+					Want: s.Raises, Sabotage: &s, Parallel: 1, Shrink: explore.ShrinkOptions{Replay: 2}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,6 +77,10 @@ func TestExploreFindsAndShrinksEverySabotage(t *testing.T) {
 				}
 				if sh.FromJobs < jobs || sh.FromFaults < faults {
 					t.Errorf("shrunk plan larger than the original")
+				}
+				// Deterministic: the replay is all or nothing, and says so.
+				if rp := sh.Replay; !rp.Deterministic || rp.Runs != 2 || rp.Reproduced != rp.Runs {
+					t.Errorf("replay %+v, want every run of the embedded target's", rp)
 				}
 				path := filepath.Join(t.TempDir(), "shrunk.yaml")
 				if err := sh.Plan.Write(path); err != nil {

@@ -2,6 +2,7 @@ package explore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -29,8 +30,10 @@ func TestMain(m *testing.M) {
 // by the property the shrunk plan must raise again. Bounded to about a
 // minute: rounds of 120 jobs until one trims (up to 6: whether Redis trims
 // depends on the backlog, and two rounds missed about one run in eight),
-// crash and kill faults only (no private broker), a shrink of at most 10
-// candidates and 40 s, each failing in 1 of 3 runs (the real-target default).
+// crash and kill faults only (no private broker), a shrink of at most 8
+// candidates and 40 s, each failing in 3 of 3 runs (the real-target
+// default), and a replay of 3 runs, whose rate the test does not assert (it
+// is the finding's to state).
 func TestExploreRedisMaxlen(t *testing.T) {
 	raw := os.Getenv("DURACHK_REDIS_URL")
 	if raw == "" {
@@ -55,7 +58,7 @@ func TestExploreRedisMaxlen(t *testing.T) {
 	}
 	want := []contracts.Property{contracts.PropLost, contracts.PropMovedByBroker}
 	sum, err := explore.Run(ctx, target, explore.Options{Seed: 1, Rounds: 6, Jobs: 120, Want: want,
-		Kinds: []faults.Kind{faults.CrashAt, faults.Kill}, Shrink: explore.ShrinkOptions{Tries: 10, N: 3, Time: 40 * time.Second}})
+		Kinds: []faults.Kind{faults.CrashAt, faults.Kill}, Shrink: explore.ShrinkOptions{Tries: 8, Time: 40 * time.Second, Replay: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +76,10 @@ func TestExploreRedisMaxlen(t *testing.T) {
 	if !raises(sh.Result, sum.Finding.Property) {
 		t.Errorf("the shrunk plan's run: %s %s; want %s", sh.Result.Verdict, sh.Result.Reason, sum.Finding.Property)
 	}
-	t.Logf("round %d raised %s (%s); shrunk from %d jobs, %d faults to %d, %d in %d candidates (%s)", sum.Finding.Round,
-		sum.Finding.Property, sum.Finding.Result.Reason, sh.FromJobs, sh.FromFaults, jobs, faults, sh.Candidates, sh.Wall.Round(time.Second))
+	if rp := sh.Replay; sh.K != 3 || sh.N != 3 || rp.Runs != 3 || rp.Deterministic || rp.Reproduced+rp.NotAtRisk+rp.Other != rp.Runs ||
+		!strings.HasPrefix(rp.String(), fmt.Sprintf("reproduces %d of 3 on redis ", rp.Reproduced)) {
+		t.Errorf("candidates %d of %d, replay %+v (%s)", sh.K, sh.N, rp, rp)
+	}
+	t.Logf("round %d raised %s (%s); shrunk from %d jobs, %d faults to %d, %d in %d candidates (%s); %s", sum.Finding.Round,
+		sum.Finding.Property, sum.Finding.Result.Reason, sh.FromJobs, sh.FromFaults, jobs, faults, sh.Candidates, sh.Wall.Round(time.Second), sh.Replay)
 }

@@ -87,6 +87,9 @@ type Plan struct {
 	Operator    bool     `yaml:"operator,omitempty" json:"operator,omitempty"`
 	Canaries    []string `yaml:"canaries,omitempty" json:"canaries,omitempty"`
 	PinProducer string   `yaml:"pin_producer,omitempty" json:"pin_producer,omitempty"`
+	// AtRisk is what the plan's claim needs at risk in a run (measures of
+	// the registry, atrisk.go): a run that put less at risk is unknown.
+	AtRisk []Risk `yaml:"at_risk,omitempty" json:"at_risk,omitempty"`
 	// Sabotage names a sabotage of the catalogue (durachk selftest) that
 	// breaks the run's pipeline or broker: a negative control, so that a plan
 	// explore shrank under --sabotage replays as it failed.
@@ -328,6 +331,7 @@ func (p *Plan) Clone() *Plan {
 	q.Jobs = slices.Clone(p.Jobs)
 	q.Faults = slices.Clone(p.Faults)
 	q.Canaries = slices.Clone(p.Canaries)
+	q.AtRisk = slices.Clone(p.AtRisk)
 	return &q
 }
 
@@ -396,6 +400,9 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 	if err := errors.Join(inRange("lease", p.Lease, MinLease, MaxLease), inRange("poll", p.Poll, MinPoll, MaxPoll),
 		inRange("limit", p.Limit, MinLimit, MaxLimit)); err != nil {
 		return bad("%v", oneLineErr(err))
+	}
+	if err := validRisks(p.AtRisk); err != nil {
+		return bad("%v", err)
 	}
 	sc := contracts.Scenario{Name: p.Name, Workers: or(p.Workers, DefaultWorkers), Lease: orD(p.Lease, DefaultLease),
 		Poll: orD(p.Poll, DefaultPoll), Limit: orD(p.Limit, DefaultLimit), Operator: p.Operator, Canaries: slices.Clone(p.Canaries)}
@@ -712,9 +719,9 @@ func sameScenario(a, b contracts.Scenario) bool {
 
 // AsContract is the plan as a contract with id: the named contract's claim,
 // needs, exercise check and own properties (or, for a generic plan, every
-// property of the checker and no exercise check), its scenario the plan's
-// whatever the seed. A target that cannot apply one of the plan's faults
-// skips it with the reason.
+// property of the checker and no exercise check), then the plan's at_risk;
+// its scenario the plan's whatever the seed. A target that cannot apply one
+// of the plan's faults skips it with the reason.
 func (p *Plan) AsContract(id string) (*contracts.Contract, error) {
 	sc, err := p.Scenario()
 	if err != nil {
@@ -729,6 +736,18 @@ func (p *Plan) AsContract(id string) (*contracts.Contract, error) {
 		}
 		c.Claim, c.Motivation, c.Labels = base.Claim, base.Motivation, base.Labels
 		c.Exercised, c.Properties, c.Sabotages = base.Exercised, base.Properties, base.Sabotages
+	}
+	if risks := slices.Clone(p.AtRisk); len(risks) > 0 {
+		// What the plan needs at risk, after what its contract needs exercised.
+		exercised := c.Exercised
+		c.Exercised = func(s contracts.Stats) string {
+			if exercised != nil {
+				if why := exercised(s); why != "" {
+					return why
+				}
+			}
+			return Unmet(risks, s)
+		}
 	}
 	plan := sc.Plan
 	c.Needs = func(caps adapters.Capabilities) string {

@@ -37,6 +37,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Nodes                                                                         template.HTML
 		TrialsNote                                                                    string
 		Trials                                                                        []TrialLine
+		Replay                                                                        string
 	}
 	var secs []section
 	for _, i := range d.ReadingOrder() {
@@ -48,6 +49,9 @@ func WriteHTML(w io.Writer, d *Document) error {
 			Mark: string(r.Verdict), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
 			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce,
 			TrialsNote: TrialsNote(r), Trials: TrialLines(d, r)}
+		if ev.Replay != nil {
+			s.Replay = ev.Replay.Text
+		}
 		if r.Verdict != contracts.Skipped {
 			st := r.Stats
 			s.Stats = fmt.Sprintf("%d jobs accepted, %d lost, %d applied twice, %d repeats dropped, %d dead-lettered by design, %d otherwise; %d executions (%d spent by the jobs' own failures), %d committed, %d deduped, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
@@ -234,7 +238,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{range .Sections}}<div class="result" id="{{.Anchor}}">
 <h3><code>{{.Contract}}</code> on {{.Target}} <span class="badge {{vclass .Verdict}}">{{.Mark}}</span></h3>
 <p>{{.Claim}}</p>
-{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}{{if .TrialsNote}}
+{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}{{if .Replay}}<p><b>Reproduction:</b> {{.Replay}}</p>{{end}}{{if .TrialsNote}}
 <p><b>Trials:</b> {{.TrialsNote}}</p><table><tr><th>seed</th><th>verdict</th><th>seeds tried</th><th>reason</th><th>reproduce</th></tr>
 {{range .Trials}}<tr><td>{{.Seed}}</td><td class="{{vclass .Verdict}}">{{mark .Verdict}}</td><td>{{.SeedsTried}}</td><td>{{if ne (mark .Verdict) "pass"}}{{.Reason}}{{end}}</td><td>{{if .Reproduce}}<code>{{.Reproduce}}</code>{{end}}</td></tr>
 {{end}}</table>{{end}}

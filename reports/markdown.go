@@ -76,6 +76,9 @@ func detailsBlock(d *Document, r contracts.Result) string {
 	if r.Reason != "" {
 		fmt.Fprintf(&b, "**Reason:** %s\n\n", mdEscape(clip(r.Reason, 2000)))
 	}
+	if ev := d.EvidenceFor(r.Target, r.Contract); ev.Replay != nil {
+		fmt.Fprintf(&b, "**Reproduction:** %s\n\n", mdEscape(ev.Replay.Text))
+	}
 	if note := TrialsNote(r); note != "" {
 		fmt.Fprintf(&b, "**Trials:** %s\n\n%s\n", note, trialsText(d, r, true))
 	}

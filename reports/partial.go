@@ -32,8 +32,9 @@ func PartialNote(d *Document) string {
 	return n
 }
 
-// TrialsNote sums up the trials of r ("violation in 1 of 5 trials"), or ""
-// when r was one run.
+// TrialsNote sums up the trials of r ("violation in 1 of 5 trials", and
+// ", unknown in 2" when others of a violation were unknown), or "" when r
+// was one run.
 func TrialsNote(r contracts.Result) string {
 	if len(r.Trials) < 2 {
 		return ""
@@ -45,7 +46,13 @@ func TrialsNote(r contracts.Result) string {
 	if r.Verdict == contracts.Pass {
 		return fmt.Sprintf("pass in %d of %d trials", count[contracts.Pass], len(r.Trials))
 	}
-	return fmt.Sprintf("%s in %d of %d trials", r.Verdict, count[r.Verdict], len(r.Trials))
+	note := fmt.Sprintf("%s in %d of %d trials", r.Verdict, count[r.Verdict], len(r.Trials))
+	if n := count[contracts.Unknown]; r.Verdict == contracts.Violated && n > 0 {
+		// A reproduction rate: the trials that could not tell (a plan's run
+		// that put too little at risk) are not passes.
+		note += fmt.Sprintf(", unknown in %d", n)
+	}
+	return note
 }
 
 // TrialLine is one trial as reports list it.

@@ -111,6 +111,11 @@ func (d *Document) Validate() error {
 		}
 	}
 	for k, ev := range d.Evidence {
+		if ev != nil && ev.Replay != nil {
+			if rp := ev.Replay; rp.Runs < 1 || rp.Reproduced < 0 || rp.NotAtRisk < 0 || rp.Other < 0 || rp.Reproduced+rp.NotAtRisk+rp.Other != rp.Runs {
+				return bad("evidence %q: replay of %d runs counts %d reproduced, %d not at risk, %d other", Clip(k), rp.Runs, rp.Reproduced, rp.NotAtRisk, rp.Other)
+			}
+		}
 		if ev == nil {
 			continue
 		}

@@ -216,6 +216,9 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		}
 		r.Violations, r.Planned = f.Result.Violations, f.Result.Planned
 		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s; %s", f.Round, f.Plan.Seed, raisedText(f.Property, f.Result), r.Reason)
+		if sh := s.Shrunk; sh != nil {
+			r.Reason += fmt.Sprintf("; its shrunk plan (%d jobs, %d faults) %s", sh.ToJobs, sh.ToFaults, sh.Replay)
+		}
 		ops = f.Ops
 		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
 		ev.Windows = planWindows(t, f.Plan, f.Ops)
@@ -231,13 +234,16 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		}
 		sr := sh.Result
 		sr.Contract, sr.Claim = "explore/shrunk", fmt.Sprintf("the shrunk plan still raises %s", sh.Property)
-		sr.Reason = fmt.Sprintf("shrunk from %d jobs, %d faults to %d jobs, %d faults in %d candidates (%d runs, %s; a candidate fails when it raises %s in %d of %d runs)",
-			sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond), sh.Property, sh.K, sh.N)
+		sr.Reason = fmt.Sprintf("%s; shrunk from %d jobs, %d faults to %d jobs, %d faults in %d candidates (%d runs, %s; %s)",
+			sh.Replay, sh.FromJobs, sh.FromFaults, sh.ToJobs, sh.ToFaults, sh.Candidates, sh.Runs, sh.Wall.Round(time.Millisecond), shrinkRule(sh))
 		if sh.Stopped != "" {
 			sr.Reason += "; stopped: " + sh.Stopped
 		}
 		sr.Reason += "; " + sh.Result.Reason
-		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops)}
+		rp := sh.Replay
+		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops),
+			Replay: &reports.Replay{Property: string(rp.Property), Runs: rp.Runs, Reproduced: rp.Reproduced, NotAtRisk: rp.NotAtRisk, Other: rp.Other,
+				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, Text: rp.String()}}
 		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
 	}
 	return out, nil
@@ -264,6 +270,16 @@ func raisedText(p contracts.Property, r contracts.Result) string {
 	}
 	if len(also) > 0 {
 		s += "; also " + strings.Join(also, ", ")
+	}
+	return s
+}
+
+// shrinkRule says how the shrink decided: K of N per candidate, and on a
+// real target the confirmations.
+func shrinkRule(sh *explore.Shrunk) string {
+	s := fmt.Sprintf("a candidate fails when it raises %s in %d of %d runs", sh.Property, sh.K, sh.N)
+	if !sh.Replay.Deterministic {
+		s += fmt.Sprintf("; %d smaller plans confirmed, %d did not reproduce", sh.Confirmed, sh.Unconfirmed)
 	}
 	return s
 }
@@ -296,6 +312,7 @@ func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
 				fmt.Fprintf(w, "  stopped: %s\n", sh.Stopped)
 			}
 			fmt.Fprintf(w, "  shrunk plan: %s (durachk run --plan %s)\n", filepath.Join(o.Out, "shrunk.yaml"), filepath.Join(o.Out, "shrunk.yaml"))
+			fmt.Fprintf(w, "  %s\n", sh.Replay)
 		}
 	case s.Verdicts[contracts.Violated] > 0:
 		fmt.Fprintf(w, "violations outside --property: %s\n", counts(s.Violations))

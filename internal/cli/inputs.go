@@ -116,8 +116,9 @@ var Bounds = map[string]map[string]Bound{
 		"parallel":     {Min: 1, Max: 64, Zero: "one per CPU on mem, 1 on real targets"},
 		"shrink-tries": {Min: 1, Max: 100_000},
 		"shrink-time":  {Min: int64(time.Second), Max: int64(24 * time.Hour), Duration: true},
-		"shrink-k":     {Min: 1, Max: 100},
+		"shrink-k":     {Min: 1, Max: 100, Zero: "--shrink-n (every run)"},
 		"shrink-n":     {Min: 1, Max: 100, Zero: "1 on mem, 3 on real targets"},
+		"replay":       {Min: 1, Max: 1000, Zero: "10", Why: "each replay is a whole run of the shrunk plan"},
 		"progress":     {Min: int64(100 * time.Millisecond), Max: int64(time.Hour), Duration: true},
 	},
 }
@@ -166,7 +167,8 @@ func checkExploreFlags(o ExploreOptions) error {
 		"jobs": int64(cmp.Or(o.Jobs, explore.DefaultJobs)), "max-faults": int64(cmp.Or(o.MaxFaults, explore.DefaultMaxFaults)),
 		"parallel": int64(o.Parallel), "shrink-tries": int64(cmp.Or(sh.Tries, explore.DefaultShrinkTries)),
 		"shrink-time": int64(cmp.Or(sh.Time, explore.DefaultShrinkTime)), "shrink-k": int64(cmp.Or(sh.K, explore.DefaultK)),
-		"shrink-n": int64(sh.N), "progress": int64(cmp.Or(o.Every, explore.DefaultEvery))}); err != nil {
+		"shrink-n": int64(sh.N), "replay": int64(cmp.Or(sh.Replay, explore.DefaultReplay)),
+		"progress": int64(cmp.Or(o.Every, explore.DefaultEvery))}); err != nil {
 		return err
 	}
 	if o.Duration == 0 && o.Rounds == 0 {
