@@ -6,8 +6,13 @@ BIN := bin/durachk
 build:
 	$(GO) build -o $(BIN) ./cmd/durachk
 
+# The packages whose tests take longest (real clusters and brokers) first: go
+# test starts packages in the order given, four at a time, so the long ones do
+# not start last and hold the run up alone at its end.
+SLOW := ./internal/runner/clusters ./internal/runner ./internal/targets ./adapters/sqs ./adapters/nats ./adapters/queuetest ./explore ./adapters/rabbit ./internal/cli
+
 test: ## real-broker tests mostly wait on brokers and processes: four packages at a time (-parallel stays go test's default: Ginkgo refuses the flag)
-	$(GO) test -count=1 -p 4 ./...
+	$(GO) test -count=1 -p 4 $(SLOW) ./...
 
 run: build
 	./$(BIN) run
