@@ -7,7 +7,8 @@
 # gating on when this prints "0 changed verdicts".
 #
 # Exit 0 when no verdict changed, 1 when one did, 3 on a bad argument. The
-# reports of every run are kept when a verdict changed (the path is printed).
+# gates' output goes to a log per run; the logs and reports of every run are
+# kept when a verdict changed (the path is printed).
 #
 # Needs what .ci/run needs: the shared services (brought up and their URLs
 # exported the same way, .ci/services.sh) and the SQS emulator (started as
@@ -51,8 +52,8 @@ jq -r 'to_entries[] | .key as $t | .value | to_entries[] | ["0", $t, .key, .valu
 for i in $(seq 1 "$n"); do
   s=$SECONDS
   rc=0
-  ci_gates "$work/run-$i" || rc=$?
-  log "run $i of $n: gates exit $rc in $((SECONDS - s)) s (load $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?'))"
+  ci_gates "$work/run-$i" >"$work/run-$i.log" 2>&1 || rc=$?
+  log "run $i of $n: gates exit $rc in $((SECONDS - s)) s (load $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')); $(grep -h '^bench-stability: .*gate: exit' "$work/run-$i.log" | sed 's/^bench-stability: //' | paste -sd ';' | sed 's/;/; /g')"
   for g in gate clusters; do
     if [ -f "$work/run-$i/$g/result.json" ]; then
       verdicts "$work/run-$i/$g/result.json" | sed "s/^/$i\t/" >>"$work/all.tsv"
