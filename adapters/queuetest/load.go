@@ -1,15 +1,10 @@
 package queuetest
 
-import (
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
-)
+import "github.com/durachk/durachk/internal/loadavg"
 
 // LoadEnv names the environment variable that fixes LoadFactor (a number ≥ 1),
 // e.g. on a machine whose load average says nothing about the CPU a test gets.
-const LoadEnv = "DURACHK_LOAD_FACTOR"
+const LoadEnv = loadavg.Env
 
 // MaxLoadFactor bounds LoadFactor: beyond it a machine is too busy for timed
 // steps to mean anything, and waiting longer only hides that.
@@ -24,34 +19,8 @@ const MaxLoadFactor = 8
 // beside the tests, or go test running packages side by side); tests that wait
 // for brokers in other packages scale their bounds the same way.
 func LoadFactor() float64 {
-	if v := os.Getenv(LoadEnv); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return clampLoad(f)
-		}
+	if f, ok := loadavg.Fixed(MaxLoadFactor); ok {
+		return f
 	}
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 1
-	}
-	return loadFactorOf(string(b), runtime.NumCPU())
-}
-
-// loadFactorOf is LoadFactor for a /proc/loadavg line and a CPU count.
-func loadFactorOf(loadavg string, cpus int) float64 {
-	f := strings.Fields(loadavg)
-	if len(f) == 0 || cpus < 1 {
-		return 1
-	}
-	l, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return 1
-	}
-	return clampLoad(l / float64(cpus))
-}
-
-func clampLoad(f float64) float64 {
-	if !(f >= 1) { // NaN too
-		return 1
-	}
-	return min(f, MaxLoadFactor)
+	return loadavg.Clamp(loadavg.PerCPU(), MaxLoadFactor)
 }

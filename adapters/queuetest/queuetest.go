@@ -12,7 +12,8 @@
 // Timed steps stretch with the machine's load (LoadFactor): a lease a script
 // means to stay live never runs out because the machine was busy.
 //
-// The package imports only the standard library, adapters and adapters/mem.
+// The package imports only the standard library, adapters, adapters/mem and
+// internal/loadavg.
 package queuetest
 
 import (

@@ -53,30 +53,33 @@ func SeekViolation(t testing.TB, what string, p contracts.Property, run func(see
 	return last
 }
 
-// SeekPasses seeks, from seed 1, n passing runs of a configuration known to be good and
-// returns them. A violation fails the test at once (known-good never
-// violates); an unknown (a cluster that did not settle in time, a run that
-// did not exercise its claim) is logged and the next seed tried; fewer than n
-// passes in MaxSeeds runs fail the test.
+// SeekPasses seeks, from seed 1, n passing runs of a configuration known to
+// be good and returns them. A violation fails the test at once (known-good
+// never violates); an unknown (a cluster that did not settle in time, a run
+// that did not exercise its claim) is logged and the next seed tried; fewer
+// than n passes in MaxSeeds runs fail the test. It returns only when it found
+// the n passes.
 func SeekPasses(t testing.TB, what string, n int, run func(seed uint64) contracts.Result) []contracts.Result {
 	t.Helper()
 	var passed []contracts.Result
-	violated := false
+	var violated *contracts.Result
 	rs, ok := Seek(t, 1, run, func(r contracts.Result) bool {
 		switch r.Verdict {
 		case contracts.Violated:
-			violated = true
-			t.Errorf("%s, seed %d: violation (%s), want pass", what, r.Seed, r.Reason)
-			for _, v := range r.Violations {
-				t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
-			}
+			violated = &r
 			return true
 		case contracts.Pass:
 			passed = append(passed, r)
 		}
 		return len(passed) == n
 	})
-	if !ok && !violated {
+	if violated != nil {
+		for _, v := range violated.Violations {
+			t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
+		}
+		t.Fatalf("%s, seed %d: violation (%s), want pass", what, violated.Seed, violated.Reason)
+	}
+	if !ok {
 		last := rs[len(rs)-1]
 		t.Fatalf("%s: %d passes in %d seeds, want %d; the last: %s (%s)", what, len(passed), len(rs), n, last.Verdict, last.Reason)
 	}
