@@ -38,7 +38,7 @@ func TestDeliveryLimitInARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 	defer cancel()
 	sep := "?"
 	if strings.Contains(raw, "?") {

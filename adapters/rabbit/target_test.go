@@ -106,7 +106,7 @@ func TestBrokerActionsInARun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(strings.TrimSuffix(raw, "/") + "/?" + tt.knobs)
 			if err != nil {

@@ -40,7 +40,7 @@ func TestTrimmingInARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 	defer cancel()
 	sep := "?"
 	if strings.Contains(raw, "?") {

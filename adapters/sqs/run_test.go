@@ -97,7 +97,7 @@ func TestRedriveProfiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := targetURL(t, tc.knobs)
 			before := runQueues(t, raw)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(raw)
 			if err != nil {
@@ -166,7 +166,7 @@ func hasReceiveCount(w []history.Op, atLeast int) bool {
 func TestCatalogueOnEmulator(t *testing.T) {
 	raw := targetURL(t, "fifo=true&name=sqs-fifo")
 	before := runQueues(t, raw)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(5*time.Minute))
 	defer cancel()
 	spec, err := targets.Parse(raw)
 	if err != nil {
@@ -216,7 +216,7 @@ func TestRedriveInARun(t *testing.T) {
 	}
 	for _, sabotage := range []bool{true, false} {
 		t.Run(map[bool]string{true: "consumer ignores the receive count", false: "reference pipeline"}[sabotage], func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(raw)
 			if err != nil {

@@ -78,7 +78,7 @@ func TestDurabilityThroughControlCommands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			tg, err := New(ctx, spec)
 			if err != nil {
