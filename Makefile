@@ -9,7 +9,7 @@ build:
 # The packages whose tests take longest (real clusters and brokers) first: go
 # test starts packages in the order given, four at a time, so the long ones do
 # not start last and hold the run up alone at its end.
-SLOW := ./internal/runner/clusters ./internal/runner ./internal/targets ./adapters/sqs ./adapters/nats ./adapters/queuetest ./explore ./adapters/rabbit ./internal/cli
+SLOW := ./internal/runner/clusters ./internal/runner/selftest ./internal/runner ./internal/targets ./adapters/sqs ./adapters/nats ./adapters/queuetest ./explore ./adapters/rabbit ./internal/cli
 
 # Packages at a time: real-broker tests mostly wait on brokers and processes.
 # .ci/run asks for two on a machine that is already busy (fewer of our own
