@@ -135,8 +135,8 @@ func properties(vs []Violation) []Property {
 }
 
 // clusterFixtures are runs recorded on real private clusters (go test
-// ./internal/runner -run 'Failover|Partition|Sync|Quorum' -record
-// ../../contracts/testdata): the negative controls of the cluster contracts,
+// ./internal/runner/clusters -run 'Failover|Partition|Sync|Quorum' -record
+// ../../../contracts/testdata): the negative controls of the cluster contracts,
 // which the embedded target cannot run. want empty: the run passed;
 // unexercised: the run did not exercise the claim (it passed before the
 // contract said what must be at risk), and its reason says so.
@@ -171,7 +171,7 @@ func TestClusterFixtures(t *testing.T) {
 			opsPath, finalPath := fixturePaths(fx.name)
 			ops, err := history.ReadFile(opsPath)
 			if err != nil {
-				t.Fatalf("%v (record it with go test ./internal/runner -record)", err)
+				t.Fatalf("%v (record it with go test ./internal/runner/clusters -record)", err)
 			}
 			b, err := os.ReadFile(finalPath)
 			if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -95,34 +96,48 @@ func newTarget(t *testing.T, ctx context.Context, raw string) (*runner.Target, *
 // and no stream of any run is left on the server.
 func TestCatalogueOnJetStream(t *testing.T) {
 	raw := runURL(t, "name=nats")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(5*time.Minute))
 	defer cancel()
 	target, ids := newTarget(t, ctx, raw)
 	start := time.Now()
+	// One contract at a time: two at once on a busy machine starve each
+	// other's heartbeats (preempted, seen beside two busy loops).
 	for _, c := range contracts.Catalogue {
-		r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
-		if err != nil {
-			t.Fatalf("%s: %v", c.ID, err)
-		}
-		switch {
-		case c.ID == "order.fifo":
-			if r.Verdict != contracts.Skipped {
-				t.Errorf("order.fifo: %s, want skipped (no FIFO claimed)", r.Verdict)
+		t.Run(c.ID, func(t *testing.T) {
+			run := func(seed uint64) contracts.Result {
+				r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: seed})
+				if err != nil {
+					t.Fatalf("%s: %v", c.ID, err)
+				}
+				return r
 			}
-		case c.ID == "durability.power-loss":
-			// JetStream fsyncs every 2 minutes by default: a power loss loses
-			// what it acknowledged since (docs/power-loss.md), where FUSE exists.
-			if r.Verdict != contracts.Violated && r.Verdict != contracts.Skipped {
-				t.Errorf("durability.power-loss: %s (%s), want violation (or skipped without FUSE)", r.Verdict, r.Reason)
+			r := run(1)
+			// A real broker is not deterministic: a verdict other than the
+			// one wanted is sought again on the next seeds (seed 1 reused).
+			again := func(seed uint64) contracts.Result {
+				if seed == 1 {
+					return r
+				}
+				return run(seed)
 			}
-			if r.Verdict == contracts.Violated && (len(r.Violations) == 0 || r.Violations[0].Property != contracts.PropLost) {
-				t.Errorf("durability.power-loss: %s, want lost", r.Reason)
+			switch {
+			case c.ID == "order.fifo":
+				if r.Verdict != contracts.Skipped {
+					t.Errorf("order.fifo: %s, want skipped (no FIFO claimed)", r.Verdict)
+				}
+			case r.Verdict == contracts.Skipped && (c.ID == "durability.power-loss" || strings.Contains(r.Reason, "replicated topology")):
+				// Power loss without FUSE; the cluster contracts: a single
+				// JetStream server has no nodes to fault.
+			case c.ID == "durability.power-loss":
+				// JetStream fsyncs every 2 minutes by default: a power loss
+				// loses what it acknowledged since (docs/power-loss.md).
+				runnertest.SeekViolation(t, "durability.power-loss", contracts.PropLost, again)
+			default:
+				// Known-good: never a violation; an unknown (a busy machine)
+				// tries the next seeds.
+				runnertest.SeekPasses(t, c.ID, 1, again)
 			}
-		case r.Verdict == contracts.Skipped && strings.Contains(r.Reason, "replicated topology"):
-			// The cluster contracts: a single JetStream server has no nodes to fault.
-		case r.Verdict != contracts.Pass:
-			t.Errorf("%s: %s: %s", c.ID, r.Verdict, r.Reason)
-		}
+		})
 	}
 	t.Logf("catalogue on %s: %s", target.MeasuredOn(), time.Since(start).Round(100*time.Millisecond))
 	if !slices.ContainsFunc(target.Capabilities().Notes, func(n string) bool { return strings.Contains(n, "private nats-server") }) {
@@ -148,19 +163,19 @@ func TestMemoryStorageLosesAcknowledgedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 	defer cancel()
 	target, _ := newTarget(t, ctx, raw)
 	if target.Capabilities().Durable {
 		t.Error("memory storage declared durable")
 	}
-	r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Verdict != contracts.Violated {
-		t.Fatalf("durability.ack on memory storage: %s (%s), want a violation", r.Verdict, r.Reason)
-	}
+	r := runnertest.SeekViolation(t, "durability.ack on memory storage", contracts.PropLost, func(seed uint64) contracts.Result {
+		r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	})
 	for _, v := range r.Violations {
 		if v.Job == "" {
 			continue // "further violations of this property omitted"
@@ -188,53 +203,57 @@ func TestMaxMsgsDropsJobsInARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 	defer cancel()
 	target, _ := newTarget(t, ctx, raw)
-	ex, err := target.Execute(ctx, contracts.Run{Contract: c.ID, Scenario: c.Scenario(1, contracts.DefaultJobs), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	finished, leased := map[string]bool{}, map[string]bool{}
-	for _, op := range ex.Ops {
-		if (op.F == history.Ack || op.F == history.DeadLetter) && op.Type == history.OK {
-			finished[op.Job] = true
+	// Whether the producer outruns the workers far enough depends on the run:
+	// seek a seed where the stream dropped a job the checker flags (every
+	// run's drops are checked).
+	for seed := uint64(1); seed <= runnertest.MaxSeeds; seed++ {
+		ex, err := target.Execute(ctx, contracts.Run{Contract: c.ID, Scenario: c.Scenario(seed, contracts.DefaultJobs), Seed: seed})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if op.F == history.Lease && op.Type == history.OK {
-			leased[op.Job] = true
-		}
-	}
-	inv := ex.Final.Broker
-	if len(inv.Moved) == 0 {
-		t.Fatalf("nothing dropped; inventory %+v", inv)
-	}
-	moved := map[string]bool{}
-	for _, m := range inv.Moved {
-		moved[m.Job] = true
-		if m.Action != adapters.ActionTrimmed || m.Reason != "max_msgs=4 discard=old" || m.Job == "" {
-			t.Errorf("moved %+v, want a named job trimmed by max_msgs=4 discard=old", m)
-		}
-		if finished[m.Job] && !leased[m.Job] {
-			t.Errorf("%s was finished by the pipeline without a lease, yet listed as dropped by the broker", m.Job)
-		}
-		if slices.Contains(inv.Queued, m.Job) || slices.Contains(inv.InFlight, m.Job) {
-			t.Errorf("%s is listed as dropped and as still in the stream", m.Job)
-		}
-	}
-	vs, _, _ := contracts.Check(ex.Ops, ex.Final, ex.Check)
-	flagged := 0
-	for _, v := range vs {
-		if (v.Property == contracts.PropLost || v.Property == contracts.PropMovedByBroker) && v.Job != "" {
-			flagged++
-			if !moved[v.Job] {
-				t.Errorf("%s %s is not among the jobs the broker dropped %v", v.Property, v.Job, inv.Moved)
+		finished, leased := map[string]bool{}, map[string]bool{}
+		for _, op := range ex.Ops {
+			if (op.F == history.Ack || op.F == history.DeadLetter) && op.Type == history.OK {
+				finished[op.Job] = true
+			}
+			if op.F == history.Lease && op.Type == history.OK {
+				leased[op.Job] = true
 			}
 		}
+		inv := ex.Final.Broker
+		moved := map[string]bool{}
+		for _, m := range inv.Moved {
+			moved[m.Job] = true
+			if m.Action != adapters.ActionTrimmed || m.Reason != "max_msgs=4 discard=old" || m.Job == "" {
+				t.Errorf("moved %+v, want a named job trimmed by max_msgs=4 discard=old", m)
+			}
+			if finished[m.Job] && !leased[m.Job] {
+				t.Errorf("%s was finished by the pipeline without a lease, yet listed as dropped by the broker", m.Job)
+			}
+			if slices.Contains(inv.Queued, m.Job) || slices.Contains(inv.InFlight, m.Job) {
+				t.Errorf("%s is listed as dropped and as still in the stream", m.Job)
+			}
+		}
+		vs, _, _ := contracts.Check(ex.Ops, ex.Final, ex.Check)
+		flagged := 0
+		for _, v := range vs {
+			if (v.Property == contracts.PropLost || v.Property == contracts.PropMovedByBroker) && v.Job != "" {
+				flagged++
+				if !moved[v.Job] {
+					t.Errorf("%s %s is not among the jobs the broker dropped %v", v.Property, v.Job, inv.Moved)
+				}
+			}
+		}
+		if len(inv.Moved) > 0 && flagged > 0 {
+			t.Logf("seed %d: %d jobs dropped by the broker, e.g. %+v; %d flagged", seed, len(inv.Moved), inv.Moved[0], flagged)
+			return
+		}
+		t.Logf("seed %d: %d jobs dropped by the broker, %d flagged; the next seed", seed, len(inv.Moved), flagged)
 	}
-	if flagged == 0 {
-		t.Errorf("no job flagged lost or moved by the broker, though the broker dropped %d: %v", len(inv.Moved), vs)
-	}
-	t.Logf("%d jobs dropped by the broker, e.g. %+v; %d flagged", len(inv.Moved), inv.Moved[0], flagged)
+	t.Fatalf("no run in %d seeds where the broker dropped a job the checker flags", runnertest.MaxSeeds)
 }
 
 var (

@@ -6,8 +6,12 @@
 // and commits. No row lock is held while the job runs; the lease is the
 // lease_until column, and every later call on the delivery (Ack, Nack, Extend,
 // DeadLetter) names the job row and the token it was given, so a stale holder is
-// refused with adapters.ErrStaleToken. All clocks are the database server's
-// now(); the Go process's clock never decides whether a lease is live.
+// refused with adapters.ErrStaleToken. All clocks are the database server's;
+// the Go process's clock never decides whether a lease is live. A lease, an
+// extension or a nack's delay runs from clock_timestamp(), the moment the row
+// is written, not from now(), the statement's start: on a busy server a
+// statement may start a second before it writes, and a lease computed from
+// its start would be over before its holder got it.
 //
 // Visible: visible_at <= now() AND (lease_until IS NULL OR lease_until <= now()).
 // The semantics mirror the reference broker adapters/mem: acceptance order,
@@ -165,7 +169,7 @@ func leaseSQL(opts Options) string {
 	}
 	pick := `SELECT j.id, ` + over + ` AS over FROM {s}.jobs j WHERE ` + eligible + `
 		ORDER BY j.id ` + first + ` FOR UPDATE SKIP LOCKED LIMIT 1`
-	update := `UPDATE {s}.jobs j SET lease_until = now() + $1::interval, token = j.token + 1, deliveries = j.deliveries + 1
+	update := `UPDATE {s}.jobs j SET lease_until = clock_timestamp() + $1::interval, token = j.token + 1, deliveries = j.deliveries + 1
 		FROM c WHERE j.id = c.id AND NOT c.over RETURNING ` + prefixed("j", jobCols)
 	if opts.DeliveryLimit == 0 {
 		return `WITH c AS (` + pick + `), u AS (` + update + `) SELECT false, ` + jobCols + ` FROM u`
@@ -193,8 +197,8 @@ func newQueries(schema string, opts Options) queries {
 		lease:  s(leaseSQL(opts)),
 		token:  s(`SELECT token FROM {s}.jobs WHERE id = $1`),
 		ack:    s(`DELETE FROM {s}.jobs WHERE id = $1 AND token = $2`),
-		nack:   s(`UPDATE {s}.jobs SET lease_until = NULL, visible_at = now() + $3::interval WHERE id = $1 AND token = $2`),
-		extend: s(`UPDATE {s}.jobs SET lease_until = now() + $3::interval WHERE id = $1 AND token = $2 AND lease_until > now()`),
+		nack:   s(`UPDATE {s}.jobs SET lease_until = NULL, visible_at = clock_timestamp() + $3::interval WHERE id = $1 AND token = $2`),
+		extend: s(`UPDATE {s}.jobs SET lease_until = clock_timestamp() + $3::interval WHERE id = $1 AND token = $2 AND lease_until > clock_timestamp()`),
 		deadLetter: s(`WITH m AS (DELETE FROM {s}.jobs WHERE id = $1 AND token = $2 RETURNING ` + jobCols + `)
 			INSERT INTO {s}.dead (` + jobCols + `, reason) SELECT ` + jobCols + `, $3::text FROM m`),
 		inspectJobs: s(`SELECT job_id, lease_until IS NOT NULL AND lease_until > now() FROM {s}.jobs ORDER BY id`),
@@ -265,7 +269,7 @@ func (q *Queue) open(ctx context.Context) error {
 func capabilities(opts Options, schema, syncCommit, fsync string) adapters.Capabilities {
 	durable := syncCommit != "off" && fsync != "off" && !opts.Unlogged
 	notes := []string{
-		"lease, visibility and delay clocks are the database server's now(), not the worker's clock",
+		"lease, visibility and delay clocks are the database server's (clock_timestamp() where one starts), not the worker's clock",
 		"the dead-letter table (durachk_<run id>_q.dead) is part of the queue",
 		"synchronous_commit=" + syncCommit + ", fsync=" + fsync,
 	}
@@ -490,7 +494,7 @@ func (q *Queue) Nack(ctx context.Context, d adapters.Delivery, delay time.Durati
 	return q.onDelivery(ctx, nil, "nack", q.q.nack, d, delay)
 }
 
-// Extend moves the lease end of a live delivery to now()+lease;
+// Extend moves the lease end of a live delivery to clock_timestamp()+lease;
 // adapters.ErrLeaseLost once the lease expired or the job is gone,
 // adapters.ErrStaleToken once a newer delivery exists.
 func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Duration) error {

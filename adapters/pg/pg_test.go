@@ -462,3 +462,77 @@ func TestDeliveryLimitIsTheBrokersOwnAction(t *testing.T) {
 		t.Errorf("moved at %v, want between %v and now", m.At, before)
 	}
 }
+
+// A lease, an extension or a nack's delay runs from the moment its row is
+// written, not from the start of its statement: on a busy server a statement
+// may start long before it writes (a gate run on a loaded machine had a 1 s
+// lease handed to a second worker 15 ms after the first got it: the lease had
+// been computed from a start a second earlier). Each write here runs in a
+// transaction that starts, sleeps past the duration it writes, then writes and
+// commits; right after, the job must still be held (or hidden).
+func TestDurationsRunFromTheWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// The duration written, and the sleep before the write: longer, so that a
+	// duration measured from the statement's start is over at the commit. The
+	// lease after the commit must come within the duration: stretched with the
+	// machine's load.
+	d := time.Duration(float64(time.Second) * queuetest.LoadFactor())
+	sleep := d + d/2
+	tests := []struct {
+		name  string
+		held  time.Duration // the job is leased this long first; 0: queued
+		sql   func(q *Queue) string
+		delay bool // the statement's last parameter is d (else its only one)
+	}{
+		{"lease", 0, func(q *Queue) string { return q.q.lease }, false},
+		// A lease that outlasts the sleep: only where the new end runs from
+		// decides.
+		{"extend", 2 * sleep, func(q *Queue) string { return q.q.extend }, true},
+		{"nack", time.Hour, func(q *Queue) string { return q.q.nack }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := newQueue(t, Options{MaxConns: 2})
+			if err := q.Enqueue(ctx, job("a")); err != nil {
+				t.Fatal(err)
+			}
+			args := []any{d}
+			if tt.held > 0 {
+				dl, err := q.Lease(ctx, tt.held)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, err := rowID(dl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				args = []any{id, int64(dl.Token), d}
+			}
+			conn, err := pgx.Connect(ctx, testURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, sleep.Seconds()); err != nil {
+				t.Fatal(err)
+			}
+			tag, err := tx.Exec(ctx, tt.sql(q), args...)
+			if err != nil || tag.RowsAffected() != 1 {
+				t.Fatalf("%s: %v, %d rows", tt.name, err, tag.RowsAffected())
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := q.Lease(ctx, time.Minute); !errors.Is(err, adapters.ErrNoJob) {
+				t.Errorf("lease right after the %s: %s token %d, %v; want none (the %v ran from the statement's start, %v before the write)",
+					tt.name, got.Job.ID, got.Token, err, d, sleep)
+			}
+		})
+	}
+}

@@ -9,7 +9,11 @@
 // Scripts are sequences of Steps; an adapter's own scripts (knobs, failure
 // injection) run through RunScript with the same harness.
 //
-// The package imports only the standard library, adapters and adapters/mem.
+// Timed steps stretch with the machine's load (LoadFactor): a lease a script
+// means to stay live never runs out because the machine was busy.
+//
+// The package imports only the standard library, adapters, adapters/mem and
+// internal/loadavg.
 package queuetest
 
 import (
@@ -95,7 +99,8 @@ type Features struct {
 	// coarse enough that a busy machine cannot upset a script's timing).
 	Parallel bool
 	// Patience is how long a waiting step (a lease or inspect after a sleep)
-	// retries until the broker shows what the step wants. 0: 10 s.
+	// retries until the broker shows what the step wants. 0: 10 s. Stretched
+	// by LoadFactor, like every duration of a script.
 	Patience time.Duration
 }
 
@@ -108,7 +113,8 @@ type Step struct {
 	Arg string
 	D   int
 	// Dur is the lease, nack delay, extension or sleep, in reference time: a
-	// short lease is 150 ms (scaled by Features.LeaseUnit).
+	// short lease is 150 ms (scaled by Features.LeaseUnit, and stretched by
+	// LoadFactor on a busy machine).
 	Dur time.Duration
 	// Want is the answer: "ok", "stale", "lost", "none", "closed", "unavailable",
 	// "ambiguous", "error: ..."; a lease that delivers: "id aN tM" (attempt,
@@ -141,6 +147,13 @@ type env struct {
 	Features
 	caps adapters.Capabilities
 	q    adapters.Queue
+	load float64 // LoadFactor when the script started; 0 is 1
+}
+
+// newEnv is the env of a script about to run on q: the machine's load is read
+// now, once, so that every step of the script stretches alike.
+func newEnv(f Features, q adapters.Queue) env {
+	return env{Features: f, caps: q.Capabilities(), q: q, load: LoadFactor()}
 }
 
 // Reference semantics: short leases, the wait after which they have expired,
@@ -151,18 +164,27 @@ const (
 	long  = time.Minute
 )
 
+// scale turns a script's duration (written for a 150 ms short lease) into the
+// one to use: a short lease becomes the broker's LeaseUnit or short stretched
+// by the machine's load, whichever is longer. Every duration stretches alike,
+// so a script keeps its order of events (a lease that must run out still runs
+// out first) while every margin grows with the load.
 func (e env) scale(d time.Duration) time.Duration {
-	if e.LeaseUnit <= short {
+	unit := max(e.LeaseUnit, time.Duration(float64(short)*max(e.load, 1)))
+	if unit <= short {
 		return d
 	}
-	return time.Duration(float64(d) * float64(e.LeaseUnit) / float64(short))
+	return time.Duration(float64(d) * float64(unit) / float64(short))
 }
 
+// patience is how long a waiting step retries: Features.Patience (10 s when
+// unset), stretched by the machine's load.
 func (e env) patience() time.Duration {
-	if e.Patience > 0 {
-		return e.Patience
+	p := e.Patience
+	if p <= 0 {
+		p = 10 * time.Second
 	}
-	return 10 * time.Second
+	return time.Duration(float64(p) * max(e.load, 1))
 }
 
 // Outcome names the sentinel an error wraps, as scripts write it.
@@ -269,7 +291,7 @@ type Script struct {
 // every step whose answer differs from what it wants.
 func RunScript(t testing.TB, q adapters.Queue, f Features, steps []Step) {
 	t.Helper()
-	e := env{Features: f, caps: q.Capabilities(), q: q}
+	e := newEnv(f, q)
 	if why := e.abilities(steps); why != "" {
 		t.Skip(why)
 	}
@@ -413,7 +435,7 @@ func reference(o Options) *mem.Queue {
 
 func runScript(t *testing.T, q adapters.Queue, f Features, sc Script) {
 	t.Helper()
-	e := env{Features: f, caps: q.Capabilities(), q: q}
+	e := newEnv(f, q)
 	if why := e.skip(sc); why != "" {
 		t.Skip(why)
 	}
@@ -466,7 +488,7 @@ func Check(open func(o Options) (adapters.Queue, error), f Features) error {
 	var errs []error
 	for _, sc := range catalogue {
 		ref := reference(sc.Options)
-		for _, err := range (env{caps: ref.Capabilities(), q: ref}).run(sc.Steps) {
+		for _, err := range newEnv(Features{}, ref).run(sc.Steps) {
 			errs = append(errs, fmt.Errorf("%s/mem: %w", sc.Name, err))
 		}
 		_ = ref.Close()
@@ -475,7 +497,7 @@ func Check(open func(o Options) (adapters.Queue, error), f Features) error {
 			errs = append(errs, fmt.Errorf("%s: open: %w", sc.Name, err))
 			continue
 		}
-		e := env{Features: f, caps: q.Capabilities(), q: q}
+		e := newEnv(f, q)
 		if e.skip(sc) == "" {
 			for _, err := range e.run(sc.Steps) {
 				errs = append(errs, fmt.Errorf("%s/queue: %w", sc.Name, err))

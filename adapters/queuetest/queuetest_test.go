@@ -3,6 +3,7 @@ package queuetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,125 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("Outcome(%v) = %s, want %s", tt.err, got, tt.want)
 		}
 	}
+}
+
+func TestLoadFactor(t *testing.T) {
+	t.Setenv(LoadEnv, "2.5")
+	if got := LoadFactor(); got != 2.5 {
+		t.Errorf("with %s=2.5: %v", LoadEnv, got)
+	}
+	t.Setenv(LoadEnv, "0.2")
+	if got := LoadFactor(); got != 1 {
+		t.Errorf("with %s=0.2: %v, want 1", LoadEnv, got)
+	}
+	t.Setenv(LoadEnv, "")
+	if got := LoadFactor(); got < 1 || got > MaxLoadFactor {
+		t.Errorf("from the load average: %v, want 1 to %d", got, MaxLoadFactor)
+	}
+}
+
+// Every duration of a script stretches alike with the load; a broker's coarse
+// lease unit is kept where the load asks for less.
+func TestScaleStretchesWithLoad(t *testing.T) {
+	tests := []struct {
+		name string
+		e    env
+		in   time.Duration
+		want time.Duration
+	}{
+		{"idle", env{load: 1}, short, short},
+		{"unset load is idle", env{}, past, past},
+		{"load 3", env{load: 3}, past, 3 * past},
+		{"load 3, a lease of 4 short", env{load: 3}, 4 * short, 12 * short},
+		{"a 1 s lease unit", env{Features: Features{LeaseUnit: time.Second}, load: 1}, short, time.Second},
+		{"a 1 s lease unit outweighs load 2", env{Features: Features{LeaseUnit: time.Second}, load: 2}, short, time.Second},
+		{"load 8 outweighs a 1 s lease unit", env{Features: Features{LeaseUnit: time.Second}, load: 8}, short, 8 * short},
+	}
+	for _, tt := range tests {
+		if got := tt.e.scale(tt.in); got != tt.want {
+			t.Errorf("%s: scale(%v) = %v, want %v", tt.name, tt.in, got, tt.want)
+		}
+	}
+	if got := (env{load: 2}).patience(); got != 20*time.Second {
+		t.Errorf("patience at load 2: %v, want 20s", got)
+	}
+	if got := (env{Features: Features{Patience: 50 * time.Millisecond}, load: 3}).patience(); got != 150*time.Millisecond {
+		t.Errorf("patience 50ms at load 3: %v, want 150ms", got)
+	}
+}
+
+// The timed scripts keep their margins when every call is slow (a busy
+// machine's scheduling delays): on a reference broker whose every call takes
+// 200 ms (stretched by the load like the scripts), a lease meant to stay live
+// stays live and a nack's delay outlasts the lease after it. Its negative
+// control: calls slower than the margin (400 ms before an extension of a
+// lease of 900 ms, 600 ms in) are caught as an expired lease.
+func TestSlowCallsKeepTheMargins(t *testing.T) {
+	load := LoadFactor()
+	for _, tt := range []struct {
+		name   string
+		script string
+		steps  int // the first steps only; 0: all
+		delay  time.Duration
+		want   string // in the difference; "": none
+	}{
+		{"extend within the margin", "extend keeps a live lease", 0, 200 * time.Millisecond, ""},
+		{"nack within the margin", "nack with delay", 0, 200 * time.Millisecond, ""},
+		// Up to the extension: what follows a lost lease waits its patience out.
+		{"extend beyond the margin", "extend keeps a live lease", 4, 400 * time.Millisecond, `step 3 extend : got "lost", want "ok"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			i := slices.IndexFunc(catalogue, func(sc Script) bool { return sc.Name == tt.script })
+			if i < 0 {
+				t.Fatalf("no script %q", tt.script)
+			}
+			sc := catalogue[i]
+			steps := sc.Steps
+			if tt.steps > 0 {
+				steps = steps[:tt.steps]
+			}
+			d := time.Duration(float64(tt.delay) * load)
+			e := newEnv(Features{}, slowCalls{reference(sc.Options), d})
+			e.load = load
+			var errs []string
+			for _, err := range e.run(steps) {
+				errs = append(errs, err.Error())
+			}
+			got := strings.Join(errs, "; ")
+			switch {
+			case tt.want == "" && got != "":
+				t.Errorf("calls of %v: %s", d, got)
+			case tt.want != "" && !strings.Contains(got, tt.want):
+				t.Errorf("calls of %v: differences %q, want %q", d, got, tt.want)
+			}
+		})
+	}
+}
+
+// slowCalls is the reference broker with a delay before every call that
+// takes or gives back a delivery.
+type slowCalls struct {
+	*mem.Queue
+	d time.Duration
+}
+
+func (q slowCalls) Lease(ctx context.Context, d time.Duration) (adapters.Delivery, error) {
+	time.Sleep(q.d)
+	return q.Queue.Lease(ctx, d)
+}
+
+func (q slowCalls) Ack(ctx context.Context, d adapters.Delivery) error {
+	time.Sleep(q.d)
+	return q.Queue.Ack(ctx, d)
+}
+
+func (q slowCalls) Nack(ctx context.Context, d adapters.Delivery, delay time.Duration) error {
+	time.Sleep(q.d)
+	return q.Queue.Nack(ctx, d, delay)
+}
+
+func (q slowCalls) Extend(ctx context.Context, d adapters.Delivery, l time.Duration) error {
+	time.Sleep(q.d)
+	return q.Queue.Extend(ctx, d, l)
 }

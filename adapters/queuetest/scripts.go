@@ -143,13 +143,16 @@ var catalogue = []Script{
 		{Op: "ack", D: 1, Want: "ok"},
 		{Op: "inspect", Want: "queued=[] inflight=[] dead=[] ok", Wait: true},
 	}},
+	// The delay (two short leases) is the margin of the lease that follows the
+	// nack and must find nothing; the sleep outlasts it by as much as past
+	// outlasts a short lease.
 	{Name: "nack with delay", Options: Options{NackDelay: true}, Steps: []Step{
 		{Op: "enqueue", Arg: "a", Want: "ok"},
 		{Op: "lease", Dur: long, Want: "a a1 t1"},
-		{Op: "nack", D: 0, Dur: short, Want: "ok"},
+		{Op: "nack", D: 0, Dur: 2 * short, Want: "ok"},
 		{Op: "lease", Dur: long, Want: "none"},
 		{Op: "inspect", Want: "queued=[a] inflight=[] dead=[] ok", alt: []alt{ifInspectHarmless, {when: pendingHeld, want: "queued=[] inflight=[a] dead=[] ok"}}},
-		{Op: "sleep", Dur: past},
+		{Op: "sleep", Dur: short + past},
 		{Op: "lease", Dur: long, Want: "a a2 t2", Wait: true},
 		{Op: "nack", D: 0, Want: "stale", alt: []alt{ifFenced, {when: nackIsNew, want: "lost"}}},
 		{Op: "nack", D: 1, Dur: short, Want: "ok"},
@@ -168,15 +171,21 @@ var catalogue = []Script{
 		{Op: "inspect", Want: "queued=[a] inflight=[] dead=[] ok",
 			alt: []alt{{when: func(e env) bool { return noNackDelay(e) || pendingHeld(e) }, want: "queued=[] inflight=[a] dead=[] ok"}}},
 	}},
+	// The lease (6 short) must outlive the first sleep (4) and the extension
+	// the second (4): two short leases of margin each, for the calls between
+	// the sleeps; a broker that measures expiry by the claimer's lease (6) or
+	// resets the lease it had (JetStream's AckWait) keeps the same margin.
+	// Both sleeps together (8) outlast the lease and the claimer's: whatever
+	// the calls take, without the extension the lease has run out.
 	{Name: "extend keeps a live lease", needs: needsLease, Steps: []Step{
 		{Op: "enqueue", Arg: "a", Want: "ok"},
-		{Op: "lease", Dur: 4 * short, Want: "a a1 t1"},
-		{Op: "sleep", Dur: 2 * short},
-		{Op: "extend", D: 0, Dur: 4 * short, Want: "ok"},
-		{Op: "sleep", Dur: 3 * short},
+		{Op: "lease", Dur: 6 * short, Want: "a a1 t1"},
+		{Op: "sleep", Dur: 4 * short},
+		{Op: "extend", D: 0, Dur: 12 * short, Want: "ok"},
+		{Op: "sleep", Dur: 4 * short},
 		// Without the extension the lease would have run out by now.
-		{Op: "lease", Dur: 4 * short, Want: "none"},
-		{Op: "extend", D: 0, Dur: 4 * short, Want: "ok"},
+		{Op: "lease", Dur: 6 * short, Want: "none"},
+		{Op: "extend", D: 0, Dur: 6 * short, Want: "ok"},
 		{Op: "inspect", Want: "queued=[] inflight=[a] dead=[] ok"},
 		{Op: "ack", D: 0, Want: "ok"},
 		{Op: "inspect", Want: "queued=[] inflight=[] dead=[] ok", Wait: true},

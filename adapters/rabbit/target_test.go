@@ -12,6 +12,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -105,7 +106,7 @@ func TestBrokerActionsInARun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(strings.TrimSuffix(raw, "/") + "/?" + tt.knobs)
 			if err != nil {
@@ -115,33 +116,40 @@ func TestBrokerActionsInARun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex, err := target.Execute(ctx, contracts.Run{Contract: c.ID, Scenario: c.Scenario(1, contracts.DefaultJobs), Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			byPipeline := map[string]bool{}
-			for _, op := range ex.Ops {
-				if op.F == history.DeadLetter && op.Type == history.OK {
-					byPipeline[op.Job] = true
+			// Seek a run where the broker moved a job (whether a poison job
+			// is delivered past the limit, or a job outlives its TTL, before
+			// the run drains depends on the run); every run's moves are checked.
+			for seed := uint64(1); seed <= runnertest.MaxSeeds; seed++ {
+				ex, err := target.Execute(ctx, contracts.Run{Contract: c.ID, Scenario: c.Scenario(seed, contracts.DefaultJobs), Seed: seed})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			inv := ex.Final.Broker
-			dead := map[string]bool{}
-			for _, id := range inv.DeadLettered {
-				dead[id] = true
-			}
-			if len(inv.Moved) == 0 {
-				t.Fatalf("nothing moved by the broker; inventory %+v", inv)
-			}
-			for _, m := range inv.Moved {
-				if m.Action != tt.action || m.Reason != tt.reason || m.At.IsZero() || !dead[m.Job] {
-					t.Errorf("moved %+v, want %s with reason %s, a time, in the DLQ", m, tt.action, tt.reason)
+				byPipeline := map[string]bool{}
+				for _, op := range ex.Ops {
+					if op.F == history.DeadLetter && op.Type == history.OK {
+						byPipeline[op.Job] = true
+					}
 				}
-				if byPipeline[m.Job] {
-					t.Errorf("%s was dead-lettered by the pipeline, yet listed as moved by the broker", m.Job)
+				inv := ex.Final.Broker
+				dead := map[string]bool{}
+				for _, id := range inv.DeadLettered {
+					dead[id] = true
 				}
+				for _, m := range inv.Moved {
+					if m.Action != tt.action || m.Reason != tt.reason || m.At.IsZero() || !dead[m.Job] {
+						t.Errorf("moved %+v, want %s with reason %s, a time, in the DLQ", m, tt.action, tt.reason)
+					}
+					if byPipeline[m.Job] {
+						t.Errorf("%s was dead-lettered by the pipeline, yet listed as moved by the broker", m.Job)
+					}
+				}
+				if len(inv.Moved) > 0 {
+					t.Logf("seed %d: %d dead letters, %d of them moved by the broker, e.g. %+v", seed, len(inv.DeadLettered), len(inv.Moved), inv.Moved[0])
+					return
+				}
+				t.Logf("seed %d: nothing moved by the broker; the next seed", seed)
 			}
-			t.Logf("%d dead letters, %d of them moved by the broker, e.g. %+v", len(inv.DeadLettered), len(inv.Moved), inv.Moved[0])
+			t.Fatalf("nothing moved by the broker in %d seeds", runnertest.MaxSeeds)
 		})
 	}
 }

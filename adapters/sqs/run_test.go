@@ -12,6 +12,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -96,7 +97,7 @@ func TestRedriveProfiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := targetURL(t, tc.knobs)
 			before := runQueues(t, raw)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(raw)
 			if err != nil {
@@ -109,20 +110,29 @@ func TestRedriveProfiles(t *testing.T) {
 			if !strings.Contains(target.MeasuredOn(), "(") {
 				t.Errorf("measured on %q names no endpoint kind", target.MeasuredOn())
 			}
+			run := func(seed uint64) contracts.Result {
+				var r contracts.Result
+				if tc.sabotage {
+					r, err = contracts.EvaluateSabotage(ctx, target, c, c.Sabotages[0], contracts.Options{Seed: seed})
+				} else {
+					r, err = contracts.Evaluate(ctx, target, c, contracts.Options{Seed: seed})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			// The class of the outcome, sought across seeds.
 			var r contracts.Result
-			if tc.sabotage {
-				r, err = contracts.EvaluateSabotage(ctx, target, c, c.Sabotages[0], contracts.Options{Seed: 1})
+			if tc.want == contracts.Pass {
+				r = runnertest.SeekPasses(t, tc.name, 1, run)[0]
 			} else {
-				r, err = contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Verdict != tc.want {
-				t.Errorf("verdict %s (%s), want %s", r.Verdict, r.Reason, tc.want)
-			}
-			if tc.want == contracts.Violated && (len(r.Violations) == 0 || r.Violations[0].Property != tc.prop) {
-				t.Errorf("violations %+v, want %s first", r.Violations, tc.prop)
+				rs, ok := runnertest.Seek(t, 1, run, func(r contracts.Result) bool {
+					return r.Verdict == contracts.Violated && len(r.Violations) > 0 && r.Violations[0].Property == tc.prop
+				})
+				if r = rs[len(rs)-1]; !ok {
+					t.Fatalf("no violation with %s first in %d seeds; the last: %s (%s) %+v", tc.prop, len(rs), r.Verdict, r.Reason, r.Violations)
+				}
 			}
 			if tc.prop == contracts.PropOverBudget {
 				if len(r.Violations) == 0 || !hasReceiveCount(r.Violations[0].Witness, 4) {
@@ -156,7 +166,7 @@ func hasReceiveCount(w []history.Op, atLeast int) bool {
 func TestCatalogueOnEmulator(t *testing.T) {
 	raw := targetURL(t, "fifo=true&name=sqs-fifo")
 	before := runQueues(t, raw)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(5*time.Minute))
 	defer cancel()
 	spec, err := targets.Parse(raw)
 	if err != nil {
@@ -167,6 +177,9 @@ func TestCatalogueOnEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	// One contract at a time: the emulator is one Node process, and SQS's
+	// visibility timeouts are whole seconds (a 1 s lease): two runs at once
+	// on a busy machine starve each other's heartbeats.
 	for _, c := range contracts.Catalogue {
 		r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
 		if err != nil {
@@ -203,7 +216,7 @@ func TestRedriveInARun(t *testing.T) {
 	}
 	for _, sabotage := range []bool{true, false} {
 		t.Run(map[bool]string{true: "consumer ignores the receive count", false: "reference pipeline"}[sabotage], func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(raw)
 			if err != nil {
@@ -213,33 +226,39 @@ func TestRedriveInARun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := contracts.Run{Contract: c.ID, Scenario: c.Scenario(1, contracts.DefaultJobs), Seed: 1}
-			if sabotage {
-				run.Sabotage = &c.Sabotages[0]
-			}
-			ex, err := target.Execute(ctx, run)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byPipeline := map[string]bool{}
-			for _, op := range ex.Ops {
-				if op.F == history.DeadLetter && op.Type == history.OK {
-					byPipeline[op.Job] = true
+			// With the sabotage, seek a run where the redrive moved a job
+			// (whether a poison job reaches its 4th receive before the run
+			// drains depends on the run); every run's moves are checked.
+			for seed := uint64(1); seed <= runnertest.MaxSeeds; seed++ {
+				run := contracts.Run{Contract: c.ID, Scenario: c.Scenario(seed, contracts.DefaultJobs), Seed: seed}
+				if sabotage {
+					run.Sabotage = &c.Sabotages[0]
+				}
+				ex, err := target.Execute(ctx, run)
+				if err != nil {
+					t.Fatal(err)
+				}
+				byPipeline := map[string]bool{}
+				for _, op := range ex.Ops {
+					if op.F == history.DeadLetter && op.Type == history.OK {
+						byPipeline[op.Job] = true
+					}
+				}
+				inv := ex.Final.Broker
+				for _, m := range inv.Moved {
+					if m.Action != "dead_lettered" || m.Reason != "maxReceiveCount 3" || !slices.Contains(inv.DeadLettered, m.Job) {
+						t.Errorf("moved %+v, want dead_lettered with reason maxReceiveCount 3, in the DLQ", m)
+					}
+					if byPipeline[m.Job] {
+						t.Errorf("%s was dead-lettered by the pipeline, yet listed as moved by the broker", m.Job)
+					}
+				}
+				t.Logf("seed %d: %d dead letters, %d moved by SQS: %+v", seed, len(inv.DeadLettered), len(inv.Moved), inv.Moved)
+				if !sabotage || len(inv.Moved) > 0 {
+					return
 				}
 			}
-			inv := ex.Final.Broker
-			if sabotage && len(inv.Moved) == 0 {
-				t.Fatalf("nothing moved by SQS's redrive; inventory %+v", inv)
-			}
-			for _, m := range inv.Moved {
-				if m.Action != "dead_lettered" || m.Reason != "maxReceiveCount 3" || !slices.Contains(inv.DeadLettered, m.Job) {
-					t.Errorf("moved %+v, want dead_lettered with reason maxReceiveCount 3, in the DLQ", m)
-				}
-				if byPipeline[m.Job] {
-					t.Errorf("%s was dead-lettered by the pipeline, yet listed as moved by the broker", m.Job)
-				}
-			}
-			t.Logf("%d dead letters, %d moved by SQS: %+v", len(inv.DeadLettered), len(inv.Moved), inv.Moved)
+			t.Fatalf("nothing moved by SQS's redrive in %d seeds", runnertest.MaxSeeds)
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/config"
+	"github.com/durachk/durachk/internal/loadavg"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
@@ -122,6 +123,9 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 		return nil, ConfigError(err)
 	}
 	rt.Log = log
+	if k := rt.Scale / runner.DefaultScale; k > 1 && log != nil {
+		fmt.Fprintf(log, "  %s: the machine is busy: scenario times run %.1f× slower than on an idle one (%s fixes the factor)\n", s.Name, k, loadavg.Env)
+	}
 	t := &target{Target: rt, spec: spec, parsed: s, scale: rt.Scale,
 		info: reports.DescribeTarget(rt, s.Kind, spec, s.Options), secrets: append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...)}
 	return t, nil

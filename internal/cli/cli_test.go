@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"image"
@@ -233,7 +234,10 @@ func TestNoCredentialsInRealRun(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &outb, &errb
 	err := cmd.Run()
 	out, stderr := outb.String(), errb.String()
-	if err != nil {
+	// The verdict is not this test's subject: an unknown one (exit 2, e.g. a
+	// busy machine) still wrote every file there is to search.
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 2) {
 		t.Fatalf("run: %v\n%s%s", err, out, stderr)
 	}
 	if strings.Contains(out, pw) || strings.Contains(stderr, pw) {

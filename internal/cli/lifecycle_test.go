@@ -19,6 +19,7 @@ import (
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/internal/reaper"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -244,7 +245,7 @@ func interruptRun(t *testing.T, bin, target string, sig syscall.Signal) {
 	// killed and restarted within the first second: catch it up).
 	var procs []int
 	var ports []string
-	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+	for wait := time.Now().Add(runnertest.Loaded(10 * time.Second)); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
 		procs = runProcesses(id, dir)
 		if ports = listeningPorts(procs); len(procs) >= 3 && len(ports) > 0 {
 			break
@@ -273,7 +274,7 @@ func interruptRun(t *testing.T, bin, target string, sig syscall.Signal) {
 		t.Fatalf("durachk did not exit within 2 minutes of %v", sig)
 	}
 	// The watchdog (SIGKILL) or the teardown (SIGINT) ends every process.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(runnertest.Loaded(20 * time.Second))
 	for len(runProcesses(id, dir)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -281,7 +282,7 @@ func interruptRun(t *testing.T, bin, target string, sig syscall.Signal) {
 	watchdog := os.Getenv("DURACHK_NO_WATCHDOG") == ""
 	if sig == syscall.SIGKILL && watchdog {
 		// The watchdog removes the run directory once the processes are gone.
-		for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+		for wait := time.Now().Add(runnertest.Loaded(10 * time.Second)); time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
 			if _, err := os.Stat(dir); err != nil {
 				break
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	rq "github.com/durachk/durachk/adapters/redis"
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -107,11 +109,12 @@ func (l testLog) Write(b []byte) (int, error) {
 // outageRun evaluates lease.heartbeat (slow jobs: seconds of work) and does
 // fault to the broker once the run has gone on for a while; it returns the
 // result, the execution and how long after the fault the evaluation ended.
-func outageRun(t *testing.T, tg *Target, fault func()) (contracts.Result, contracts.Execution, time.Duration) {
+func outageRun(t *testing.T, tg *Target, seed uint64, fault func()) (contracts.Result, contracts.Execution, time.Duration) {
 	t.Helper()
 	c, _ := contracts.Lookup("lease.heartbeat")
 	started := make(chan struct{})
-	tg.OnRun = func(string, string) { close(started) }
+	var once sync.Once // a run that did not exercise its claim starts another
+	tg.OnRun = func(string, string) { once.Do(func() { close(started) }) }
 	var at time.Time
 	go func() {
 		<-started
@@ -121,7 +124,7 @@ func outageRun(t *testing.T, tg *Target, fault func()) (contracts.Result, contra
 		fault()
 	}()
 	cp := &capture{Target: tg}
-	r, err := contracts.Evaluate(context.Background(), cp, c, contracts.Options{Seed: 1})
+	r, err := contracts.Evaluate(context.Background(), cp, c, contracts.Options{Seed: seed})
 	if err != nil {
 		t.Fatalf("a broker outage is a verdict (unknown), not an error: %v", err)
 	}
@@ -134,8 +137,10 @@ func checkOutage(t *testing.T, r contracts.Result, ex contracts.Execution, took 
 	if r.Verdict != contracts.Unknown || !strings.Contains(r.Reason, "broker unavailable for ") || !strings.Contains(r.Reason, " from ") {
 		t.Errorf("verdict %s: %s; want unknown: broker unavailable for … from …", r.Verdict, r.Reason)
 	}
-	// The contract's own limit is 32 s: the outage ends it within seconds.
-	if took > 16*time.Second {
+	// The contract's own limit is 32 s: the outage ends it within seconds
+	// (stretched on a busy machine: the bound guards against waiting out the
+	// limit).
+	if took > runnertest.Loaded(16*time.Second) {
 		t.Errorf("the run ended %s after the broker stopped answering", took.Round(time.Second))
 	}
 	if ex.Unavailable == "" || ex.RunID == "" {
@@ -160,7 +165,7 @@ func TestBrokerPausedMidRun(t *testing.T) {
 	red := startTestRedis(t, 0)
 	tg := redisTarget(t, red)
 	resumed := make(chan struct{})
-	r, ex, took := outageRun(t, tg, func() {
+	r, ex, took := outageRun(t, tg, 1, func() {
 		red.signal(syscall.SIGSTOP)
 		// Resumed while the run tears down: its namespace goes with it.
 		time.AfterFunc(8*time.Second, func() {
@@ -172,10 +177,13 @@ func TestBrokerPausedMidRun(t *testing.T) {
 	checkOutage(t, r, ex, took)
 	<-resumed
 	c, _ := contracts.Lookup("tenant.isolation")
-	r2, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 1})
-	if err != nil || r2.Verdict != contracts.Pass {
-		t.Errorf("after the broker resumed: %v %s %s, want pass", err, r2.Verdict, r2.Reason)
-	}
+	runnertest.SeekPasses(t, "tenant.isolation after the broker resumed", 1, func(seed uint64) contracts.Result {
+		r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: seed})
+		if err != nil {
+			t.Fatalf("after the broker resumed: %v", err)
+		}
+		return r
+	})
 }
 
 // TestBrokerKilledMidRun: a broker killed mid-run ends the run as unknown;
@@ -186,7 +194,7 @@ func TestBrokerKilledMidRun(t *testing.T) {
 	t.Parallel()
 	red := startTestRedis(t, 0)
 	tg := redisTarget(t, red)
-	r, ex, took := outageRun(t, tg, func() { red.signal(syscall.SIGKILL) })
+	r, ex, took := outageRun(t, tg, 1, func() { red.signal(syscall.SIGKILL) })
 	t.Logf("killed: %s, %s after the kill: %s", r.Verdict, took.Round(100*time.Millisecond), r.Reason)
 	checkOutage(t, r, ex, took)
 	_ = red.cmd.Wait()
@@ -198,13 +206,13 @@ func TestBrokerKilledMidRun(t *testing.T) {
 		t.Errorf("with the broker down: %v %s %q, want unknown: target unavailable", err, r2.Verdict, r2.Reason)
 	}
 	t.Logf("down: %s after %s: %s", r2.Verdict, time.Since(begin).Round(100*time.Millisecond), r2.Reason)
-	if d := time.Since(begin); d > 25*time.Second {
+	if d := time.Since(begin); d > runnertest.Loaded(25*time.Second) {
 		t.Errorf("a run against a broker that is down took %s", d.Round(time.Second))
 	}
 
 	startTestRedis(t, red.port)
-	r3, _, _ := outageRun(t, tg, func() {})
-	if r3.Verdict != contracts.Pass {
-		t.Errorf("negative control, the broker left alone: %s %s, want pass", r3.Verdict, r3.Reason)
-	}
+	runnertest.SeekPasses(t, "negative control, the broker left alone", 1, func(seed uint64) contracts.Result {
+		r, _, _ := outageRun(t, tg, seed, func() {})
+		return r
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -76,58 +77,31 @@ func TestOutboxAtomicOnPostgres(t *testing.T) {
 	var runID, dir string
 	tg.OnRun = func(id, d string) { runID, dir = id, d }
 	c, _ := contracts.Lookup("outbox.atomic")
-	r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Verdict != contracts.Pass {
-		t.Fatalf("outbox.atomic on postgres: %s: %s", r.Verdict, r.Reason)
-	}
-	for _, k := range []string{"crash:mid_commit", "crash:after_commit_before_ack"} {
-		if r.Stats.Faults[k] == 0 {
-			t.Errorf("no %s applied: %v", k, r.Stats.Faults)
+	// Which crash points a run reaches, and whether a crash after COMMIT is
+	// followed by a redelivery, depends on the run: seek one that shows both
+	// (from seed 3, which did when this was written). No run may violate.
+	crashes := []string{"crash:mid_commit", "crash:after_commit_before_ack"}
+	rs, ok := runnertest.Seek(t, 3, func(seed uint64) contracts.Result {
+		r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if r.Stats.Deduped == 0 {
-		t.Error("no commit deduped after a crash after COMMIT")
-	}
-	if left := leftovers(t, runID, dir); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
-	}
-}
-
-// Every sabotage that the postgres target can run is caught on real
-// processes, by the properties it declares (a run that did not exercise its
-// claim is tried with the next seed, as selftest does).
-func TestSelftestOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	tg := pgTarget(t)
-	cs, err := contracts.SelfTestContracts(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		// Each contract's sabotages in a namespace of their own: they run
-		// beside the other contracts' (go test -parallel).
-		t.Run(c.ID, func(t *testing.T) {
-			t.Parallel()
-			rs, err := contracts.SelfTest(context.Background(), tg, []*contracts.Contract{c}, contracts.Options{Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range rs {
-				t.Run(r.Sabotage.Name, func(t *testing.T) {
-					if r.Skipped() {
-						t.Skip(r.Result.Reason)
-					}
-					if !r.Caught {
-						t.Fatalf("sabotage %s not caught on postgres: %s (%s)", r.Sabotage.Name, r.Why, r.Result.Reason)
-					}
-				})
-			}
-		})
+		if left := leftovers(t, runID, dir); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+		t.Logf("seed %d: %s (%s), faults %v, deduped %d", r.Seed, r.Verdict, r.Reason, r.Stats.Faults, r.Stats.Deduped)
+		return r
+	}, func(r contracts.Result) bool {
+		if r.Verdict == contracts.Violated {
+			t.Errorf("outbox.atomic on postgres: %s: %s", r.Verdict, r.Reason)
+			return true
+		}
+		return r.Verdict == contracts.Pass && r.Stats.Faults[crashes[0]] > 0 && r.Stats.Faults[crashes[1]] > 0 && r.Stats.Deduped > 0
+	})
+	if !ok {
+		r := rs[len(rs)-1]
+		t.Fatalf("no passing run with both crash points and a deduped commit in %d seeds; the last: %s, faults %v, deduped %d",
+			len(rs), r.Verdict, r.Stats.Faults, r.Stats.Deduped)
 	}
 }
 
@@ -173,14 +147,20 @@ func TestTransactionalAckOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := contracts.Lookup("outbox.atomic")
-	r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Verdict != contracts.Pass {
-		t.Fatalf("outbox.atomic with transactional ack: %s: %s", r.Verdict, r.Reason)
-	}
-	if r.Stats.AcksInCommit == 0 || r.Stats.Deduped != 0 {
-		t.Fatalf("acks in commit %d, deduped commits %d: want acks in the commit and no dedupe", r.Stats.AcksInCommit, r.Stats.Deduped)
+	// No run may dedupe a commit or violate; a run that had no crash after
+	// COMMIT shows nothing, so seek one with acks in the commit.
+	for _, r := range runnertest.SeekPasses(t, "outbox.atomic with transactional ack", 1, func(seed uint64) contracts.Result {
+		r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stats.Deduped != 0 {
+			t.Errorf("seed %d: deduped commits %d: want none, the ack commits with the result", r.Seed, r.Stats.Deduped)
+		}
+		return r
+	}) {
+		if r.Stats.AcksInCommit == 0 {
+			t.Fatalf("seed %d: no ack in a commit", r.Seed)
+		}
 	}
 }

@@ -32,3 +32,28 @@ func TestScaleAgeBudget(t *testing.T) {
 		})
 	}
 }
+
+// On a busy machine a real run's clock goes slower: the factor fixed by the
+// environment, else from the load average, never below 1 or above MaxStretch;
+// every scenario time of the run stretches by it.
+func TestStretch(t *testing.T) {
+	t.Setenv("DURACHK_LOAD_FACTOR", "2.5")
+	if got := Stretch(); got != 2.5 {
+		t.Errorf("fixed 2.5: %v", got)
+	}
+	t.Setenv("DURACHK_LOAD_FACTOR", "9")
+	if got := Stretch(); got != MaxStretch {
+		t.Errorf("fixed 9: %v, want %v", got, MaxStretch)
+	}
+	t.Setenv("DURACHK_LOAD_FACTOR", "")
+	if got := Stretch(); got < 1 || got > MaxStretch {
+		t.Errorf("from the load average: %v", got)
+	}
+	t.Setenv("DURACHK_LOAD_FACTOR", "2")
+	tg := &Target{Scale: DefaultScale * Stretch()}
+	c, _ := contracts.Lookup("lease.heartbeat")
+	sc := scale(c.Scenario(1, contracts.DefaultJobs), tg.Scale)
+	if want := time.Duration(float64(c.Scenario(1, contracts.DefaultJobs).Lease) * DefaultScale * 2); sc.Lease != want {
+		t.Errorf("lease at stretch 2: %v, want %v", sc.Lease, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/internal/reaper"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 )
 
 // clusterLeftovers lists the processes whose command line names dir and dir
@@ -71,8 +72,11 @@ func startTestCluster(t *testing.T, url string) (Cluster, Spec, string) {
 	return c, s, dir
 }
 
+// waitPrimary waits for a primary other than not, within the bound stretched
+// by the machine's load.
 func waitPrimary(t *testing.T, c Cluster, not string, within time.Duration) (string, time.Duration) {
 	t.Helper()
+	within = runnertest.Loaded(within)
 	begin := time.Now()
 	for time.Since(begin) < within {
 		p, err := c.Primary(context.Background())
@@ -87,7 +91,7 @@ func waitPrimary(t *testing.T, c Cluster, not string, within time.Duration) (str
 
 func settle(t *testing.T, c Cluster) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(20*time.Second))
 	defer cancel()
 	begin := time.Now()
 	if err := c.Settle(ctx); err != nil {
@@ -99,9 +103,10 @@ func settle(t *testing.T, c Cluster) {
 // Sentinels promote a replica once the primary is killed; the old primary
 // comes back as a replica of the new one.
 func TestRedisClusterSentinelFailover(t *testing.T) {
+	t.Parallel() // a cluster of its own, on a loopback block of its own
 	c, s, _ := startTestCluster(t, "redis://127.0.0.1:6379/0?private-cluster.replicas=2&private-cluster.sentinels=3")
 	assertRedisLockedDown(t, c)
-	if c.StartTime() > 10*time.Second {
+	if c.StartTime() > runnertest.Loaded(10*time.Second) {
 		t.Errorf("start took %v", c.StartTime())
 	}
 	if !strings.Contains(s.URL, "master_name=") {
@@ -129,6 +134,7 @@ func TestRedisClusterSentinelFailover(t *testing.T) {
 // Without Sentinels durachk promotes the most up-to-date replica and moves the
 // clients' address; a partitioned node is cut from the clients.
 func TestRedisClusterManualFailover(t *testing.T) {
+	t.Parallel() // a cluster of its own, on a loopback block of its own
 	c, _, _ := startTestCluster(t, "redis://127.0.0.1:6379/0?private-cluster.replicas=2&private-cluster.sentinels=0")
 	assertRedisLockedDown(t, c)
 	if err := c.Kill("n1"); err != nil {
@@ -187,10 +193,11 @@ func TestRedisClusterKnobs(t *testing.T) {
 // from a fresh base backup; a deposed primary cut off by a partition rejoins
 // once the partition heals.
 func TestPostgresClusterFailover(t *testing.T) {
+	t.Parallel() // a cluster of its own, on a loopback block of its own
 	c, s, _ := startTestCluster(t, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&private-cluster.standbys=1")
 	assertPGLockedDown(t, c)
 	// ≤ 2 s on an idle machine; the bound leaves room for a loaded one.
-	if c.StartTime() > 10*time.Second {
+	if c.StartTime() > runnertest.Loaded(10*time.Second) {
 		t.Errorf("start took %v", c.StartTime())
 	}
 	if !strings.Contains(s.URL, "target_session_attrs=read-write") {
@@ -247,6 +254,7 @@ func TestPostgresClusterKnobs(t *testing.T) {
 // is killed; the node rejoins on restart; a node cut away in the kernel comes
 // back after the heal.
 func TestRabbitClusterLeaderKillAndPartition(t *testing.T) {
+	t.Parallel() // a cluster of its own, on a loopback block of its own
 	if testing.Short() {
 		t.Skip("a RabbitMQ cluster takes tens of seconds")
 	}

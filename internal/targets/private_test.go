@@ -128,6 +128,7 @@ func runDir(t *testing.T) string {
 // Stop leaves no process of it and no cgroup. DURACHK_NO_CGROUP=1 runs the
 // same on process groups only.
 func TestPrivateInstances(t *testing.T) {
+	t.Parallel() // brokers of its own, on ports of their own
 	tests := []struct {
 		kind, url, exe string
 		procs          func(Instance) []*PrivateProcess

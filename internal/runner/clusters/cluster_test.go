@@ -1,4 +1,4 @@
-package runner
+package clusters_test
 
 import (
 	"context"
@@ -15,18 +15,20 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
 // recordTo, if set, is where evaluateCluster writes each run's history and
 // final state as a fixture of contracts' recorded-history tests:
 //
-//	go test ./internal/runner -run TestRedisFailover -record ../../contracts/testdata
+//	go test ./internal/runner/clusters -run TestRedisFailover -record ../../../contracts/testdata
 var recordTo = flag.String("record", "", "write the cluster runs' histories as fixtures into this directory")
 
 // recording keeps the last execution of the target it wraps.
 type recording struct {
-	*Target
+	*runner.Target
 	run contracts.Run
 	ex  contracts.Execution
 }
@@ -64,7 +66,7 @@ func record(t *testing.T, name string, rec *recording, seed uint64) {
 // clusterTarget is a target with a private cluster shaped by knobs, on the
 // kind of envURL's broker (which also holds the store, through
 // DURACHK_PG_URL).
-func clusterTarget(t *testing.T, env, knobs string) *Target {
+func clusterTarget(t *testing.T, env, knobs string) *runner.Target {
 	t.Helper()
 	base := os.Getenv(env)
 	if base == "" || os.Getenv("DURACHK_PG_URL") == "" {
@@ -81,7 +83,7 @@ func clusterTarget(t *testing.T, env, knobs string) *Target {
 	if err := targets.CanFaultNodes(spec); err != nil {
 		t.Skip(err)
 	}
-	tg, err := New(context.Background(), spec)
+	tg, err := runner.New(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func clusterTarget(t *testing.T, env, knobs string) *Target {
 
 // evaluateCluster runs contract id on tg and checks that the run left nothing
 // and stayed within 30 s.
-func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab string) contracts.Result {
+func evaluateCluster(t *testing.T, tg *runner.Target, id string, seed uint64, sab string) contracts.Result {
 	t.Helper()
 	var runID, dir string
 	tg.OnRun = func(rid, d string) { runID, dir = rid, d }
@@ -121,7 +123,7 @@ func evaluateCluster(t *testing.T, tg *Target, id string, seed uint64, sab strin
 	t.Logf("%s seed %d on %s: %s (%s) in %v; cluster %+v", id, seed, tg.MeasuredOn(), r.Verdict, r.Reason, r.Wall.Round(time.Millisecond), r.Cluster)
 	// 30 s with the cluster's start on an idle machine; the bound leaves room
 	// for a loaded one (the start is logged above, the run's phases in the log).
-	if r.Wall > 90*time.Second {
+	if r.Wall > runnertest.Loaded(90*time.Second) {
 		t.Errorf("%s took %v", id, r.Wall)
 	}
 	if left := clusterLeftovers(t, runID, dir); len(left) > 0 {
@@ -171,24 +173,14 @@ func TestCancelledClusterRunLeavesNothing(t *testing.T) {
 	}
 }
 
-func witnessed(r contracts.Result, p contracts.Property) bool {
-	for _, v := range r.Violations {
-		if v.Property == p && len(v.Witness) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // Redis with asynchronous replication loses acknowledged enqueues when its
 // primary dies while replication lags and Sentinel promotes a replica.
 func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
-	r := evaluateCluster(t, tg, "durability.failover", 1, "")
-	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
-		t.Fatalf("durability.failover on async redis: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
-	}
+	runnertest.SeekViolation(t, "durability.failover on async redis", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "durability.failover", seed, "")
+	})
 }
 
 // With every enqueue waiting for one replica (WAIT 1), no acknowledged
@@ -196,15 +188,9 @@ func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
 func TestRedisFailoverWithWaitPasses(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
-	for seed := uint64(1); seed <= 3; seed++ {
-		r := evaluateCluster(t, tg, "durability.failover", seed, "")
-		if r.Verdict != contracts.Pass {
-			t.Errorf("seed %d: %s (%s), want pass", seed, r.Verdict, r.Reason)
-			for _, v := range r.Violations {
-				t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
-			}
-		}
-	}
+	runnertest.SeekPasses(t, "durability.failover with WAIT 1", 3, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "durability.failover", seed, "")
+	})
 }
 
 // The negative control on the same target: without the WAIT the failover
@@ -212,10 +198,9 @@ func TestRedisFailoverWithWaitPasses(t *testing.T) {
 func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
-	r := evaluateCluster(t, tg, "durability.failover", 1, "unreplicated")
-	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
-		t.Fatalf("unreplicated sabotage: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
-	}
+	runnertest.SeekViolation(t, "the unreplicated sabotage", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "durability.failover", seed, "unreplicated")
+	})
 }
 
 // A deposed Redis primary keeps acknowledging the client that still reaches
@@ -224,21 +209,22 @@ func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
 func TestRedisPartitionMinorityLosesWrites(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
-	r := evaluateCluster(t, tg, "partition.minority", 1, "")
-	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
-		t.Fatalf("partition.minority on async redis: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
-	}
+	runnertest.SeekViolation(t, "partition.minority on async redis", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "partition.minority", seed, "")
+	})
 }
 
 // Redis replicates a consumer group's deliveries asynchronously too: after a
 // failover the new primary hands out a token the store has already accepted.
+// Whether a run shows it depends on which deliveries the replicas had when
+// the primary died (seed 1 once raised only lost ×13; alone it raised
+// token_reissued 5 of 5): the test seeks a seed that does.
 func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
-	r := evaluateCluster(t, tg, "fencing.failover", 1, "")
-	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropTokenReissued) {
-		t.Fatalf("fencing.failover on async redis: %s (%s), want a witnessed violation token_reissued", r.Verdict, r.Reason)
-	}
+	runnertest.SeekViolation(t, "fencing.failover on async redis", contracts.PropTokenReissued, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "fencing.failover", seed, "")
+	})
 }
 
 // A Postgres standby promoted while streaming lags has not got the last
@@ -246,10 +232,9 @@ func TestRedisFencingFailoverReissuesTokens(t *testing.T) {
 func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&name=pg-async")
-	r := evaluateCluster(t, tg, "durability.failover", 1, "")
-	if r.Verdict != contracts.Violated || !witnessed(r, contracts.PropLost) {
-		t.Fatalf("durability.failover on an async standby: %s (%s), want a witnessed violation lost", r.Verdict, r.Reason)
-	}
+	runnertest.SeekViolation(t, "durability.failover on an async standby", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "durability.failover", seed, "")
+	})
 }
 
 // With a synchronous standby every acknowledged commit is on the standby: the
@@ -258,22 +243,21 @@ func TestPostgresSyncStandbyPasses(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&private-cluster.synchronous_standby_names=*&name=pg-sync")
 	for _, id := range []string{"durability.failover", "partition.minority"} {
-		r := evaluateCluster(t, tg, id, 1, "")
-		if r.Verdict != contracts.Pass {
-			t.Errorf("%s on a synchronous standby: %s (%s), want pass", id, r.Verdict, r.Reason)
-		}
+		runnertest.SeekPasses(t, id+" on a synchronous standby", 1, func(seed uint64) contracts.Result {
+			return evaluateCluster(t, tg, id, seed, "")
+		})
 	}
 }
 
 // A quorum queue survives the kill of its leader's node: Raft elects another
 // and no confirmed message is lost.
 func TestRabbitQuorumLeaderKillPasses(t *testing.T) {
+	t.Parallel() // its own private cluster, on its own loopback block and ports
 	if testing.Short() {
 		t.Skip("a RabbitMQ cluster takes tens of seconds")
 	}
 	tg := clusterTarget(t, "DURACHK_AMQP_URL", "queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&name=rabbitmq-quorum")
-	r := evaluateCluster(t, tg, "durability.failover", 1, "")
-	if r.Verdict != contracts.Pass {
-		t.Fatalf("durability.failover on a quorum queue: %s (%s), want pass", r.Verdict, r.Reason)
-	}
+	runnertest.SeekPasses(t, "durability.failover on a quorum queue", 1, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "durability.failover", seed, "")
+	})
 }

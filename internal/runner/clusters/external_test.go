@@ -1,4 +1,4 @@
-package runner
+package clusters_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -140,7 +142,7 @@ func TestExistingRedisClusterUnderControlCommands(t *testing.T) {
 	if !targets.HasExternalCluster(spec) {
 		t.Fatal("the control commands of three nodes do not make an existing cluster")
 	}
-	tg, err := New(context.Background(), spec)
+	tg, err := runner.New(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +151,20 @@ func TestExistingRedisClusterUnderControlCommands(t *testing.T) {
 		t.Fatalf("capabilities %+v: want node faults without partitions", tg.Capabilities())
 	}
 	c, _ := contracts.Lookup("durability.failover")
-	r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("durability.failover on an existing cluster: %s (%s); cluster %+v", r.Verdict, r.Reason, r.Cluster)
-	if r.Verdict == contracts.Unknown || r.Verdict == contracts.Skipped {
-		t.Fatalf("verdict %s: %s", r.Verdict, r.Reason)
+	// A verdict (pass or violation: what an asynchronous Redis loses depends
+	// on the moment of the kill), with the node killed, failed over and
+	// started again; a run that did not settle in time tries the next seed.
+	rs, ok := runnertest.Seek(t, 1, func(seed uint64) contracts.Result {
+		r, err := contracts.Evaluate(context.Background(), tg, c, contracts.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("durability.failover on an existing cluster, seed %d: %s (%s); cluster %+v", r.Seed, r.Verdict, r.Reason, r.Cluster)
+		return r
+	}, func(r contracts.Result) bool { return r.Verdict == contracts.Pass || r.Verdict == contracts.Violated })
+	r := rs[len(rs)-1]
+	if !ok {
+		t.Fatalf("no verdict in %d seeds; the last: %s: %s", len(rs), r.Verdict, r.Reason)
 	}
 	if r.Stats.Faults["node_kill"] == 0 || r.Stats.Faults["failover"] == 0 || r.Stats.Faults["node_restart"] == 0 {
 		t.Fatalf("faults %v: want a node killed, a failover and the node started again", r.Stats.Faults)

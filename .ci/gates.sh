@@ -1,0 +1,31 @@
+# Sourced by .ci/run and tools/bench-stability.sh (bash, from the repo root;
+# `log` exists, bin/durachk is built). ci_gates DIR runs the CI gates, the
+# verdicts of every real target against .ci/baseline.json and of one private
+# cluster per broker kind against .ci/clusters-baseline.json, writing each
+# run's reports into DIR/gate and DIR/clusters. A gate runs only where all of
+# its targets are set up (else it says so). It returns 0 when every gate that
+# ran matched its baseline, else the first failing gate's exit code. The
+# array ci_gate_flags, if set, is passed to both runs (e.g. --parallel 4).
+ci_gates() {
+  local dir="$1" rc=0 s
+  mkdir -p "$dir"
+  if [ -n "${DURACHK_PG_URL:-}" ] && [ -n "${DURACHK_REDIS_URL:-}" ] && [ -n "${DURACHK_SQS_URL:-}" ] && [ -n "${DURACHK_AMQP_URL:-}" ] && [ -n "${DURACHK_NATS_URL:-}" ] && [ -n "${DURACHK_MYSQL_URL:-}" ]; then
+    s=$SECONDS
+    ./bin/durachk run -c .ci/durachk.yaml --baseline .ci/baseline.json --out "$dir/gate" ${ci_gate_flags[@]+"${ci_gate_flags[@]}"} || rc=$?
+    log "gate: exit $rc in $((SECONDS - s)) s"
+  else
+    log "gate skipped: not every real target is set up on this machine"
+  fi
+  # One private cluster per broker kind, each node a child of durachk on its
+  # own loopback address.
+  if [ -n "${DURACHK_PG_URL:-}" ] && [ -n "${DURACHK_REDIS_URL:-}" ] && [ -n "${DURACHK_AMQP_URL:-}" ] && [ -n "${DURACHK_MYSQL_URL:-}" ]; then
+    local crc=0
+    s=$SECONDS
+    ./bin/durachk run -c .ci/clusters.yaml --contract durability.failover --baseline .ci/clusters-baseline.json --out "$dir/clusters" ${ci_gate_flags[@]+"${ci_gate_flags[@]}"} || crc=$?
+    log "cluster gate: exit $crc in $((SECONDS - s)) s"
+    [ "$rc" != 0 ] || rc=$crc
+  else
+    log "cluster gate skipped: not every real target is set up on this machine"
+  fi
+  return "$rc"
+}
