@@ -246,6 +246,7 @@ type Entry struct {
 	Judged []Recorded
 
 	full []history.Op // the whole history History samples
+	kept []KeptTrial  // trials written already
 }
 
 // NewEntry keeps ops whole (written to the history file) and a sample of it
@@ -346,6 +347,18 @@ func (d *Document) Place(slot int, e Entry) {
 				ev.TrialFinals = map[uint64]string{}
 			}
 			ev.TrialFinals[j.Seed] = name + ".final.json"
+		}
+	}
+	for _, kt := range e.kept {
+		if ev.TrialFinals == nil {
+			ev.TrialFinals = map[uint64]string{}
+		}
+		ev.TrialFinals[kt.Seed] = kt.Final
+		if d.files == nil {
+			d.files = map[string]string{}
+		}
+		for _, rel := range []string{kt.History, kt.Final} {
+			d.files[rel] = filepath.Join(kt.dir, filepath.FromSlash(rel))
 		}
 	}
 	d.Evidence[k] = &ev
@@ -527,4 +540,41 @@ func ReadJSON(path string) (*Document, error) {
 		d.Histories[k] = SampleHistory(ops, MaxHistoryOps)
 	}
 	return d, nil
+}
+
+// KeptTrial is a trial's execution written before its result was placed (a
+// trial that cannot become the execution its result shows): the run need
+// not keep its history in memory until the contract's last trial ends.
+type KeptTrial struct {
+	Seed           uint64
+	History, Final string // relative to result.json's directory
+	dir            string // the directory they were written to
+}
+
+// Keep names the trials of e written already (WriteTrial).
+func (e *Entry) Keep(kept []KeptTrial) { e.kept = append(e.kept, kept...) }
+
+// WriteTrial writes one trial of the result to be placed in slot — its whole
+// history and its final state, every secret replaced — into dir (result.json's
+// directory) under the names Place gives another trial, and returns them.
+func WriteTrial(dir string, slot int, rc Recorded, secrets ...string) (KeptTrial, error) {
+	j := rc.Judged
+	if repl := scrubber(secrets); repl != nil {
+		sj, err := scrubJSON(j, repl)
+		if err != nil {
+			return KeptTrial{}, err
+		}
+		j, rc.Ops = sj, scrubOps(rc.Ops, repl)
+	}
+	base := "histories/" + strings.TrimSuffix(historyFile(slot, Key(j.Target, j.Contract)), ".jsonl")
+	name := fmt.Sprintf("%s.seed-%d", base, j.Seed)
+	j.Format, j.History, j.HistoryOps = FinalFormat, path.Base(name+".jsonl"), len(rc.Ops)
+	if err := (pendingFile{path: name + ".jsonl", ops: rc.Ops}).write(dir); err != nil {
+		return KeptTrial{}, fmt.Errorf("write history: %w", err)
+	}
+	final := name + ".final.json"
+	if err := (pendingFile{path: final, rec: &j}).write(dir); err != nil {
+		return KeptTrial{}, fmt.Errorf("write history: %w", err)
+	}
+	return KeptTrial{Seed: j.Seed, History: name + ".jsonl", Final: final, dir: dir}, nil
 }

@@ -393,6 +393,9 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 			o.placed(len(doc.Results))
 		}
 		return nil
+	}, func(slot int, rc reports.Recorded) (reports.KeptTrial, error) {
+		// A trial that cannot become its result's: written now, not kept.
+		return reports.WriteTrial(o.Out, slot, rc, secrets...)
 	}, func(ids []string) { doc.Wall.CutShort = append(doc.Wall.CutShort, ids...) })
 	prog.finish()
 	doc.Finish(time.Now())
@@ -562,9 +565,13 @@ type trialSet struct {
 	// The trials that may become the result: the first violating, the
 	// first unknown, the last; -1: none.
 	violated, unknown, last int
+	// spill, if set, writes a trial that can no longer become the result
+	// (its history and final state, for re-judging) before it is dropped.
+	spill func(rec *recorder) ([]reports.KeptTrial, error)
+	kept  []reports.KeptTrial
 }
 
-func (s *trialSet) add(k int, r contracts.Result, rec *recorder) {
+func (s *trialSet) add(k int, r contracts.Result, rec *recorder) error {
 	if s.runs == nil {
 		s.runs, s.recs = map[int]contracts.Result{}, map[int]*recorder{}
 		s.violated, s.unknown, s.last = -1, -1, -1
@@ -591,11 +598,19 @@ func (s *trialSet) add(k int, r contracts.Result, rec *recorder) {
 		if i < 0 || i == s.violated || i == s.unknown || i == s.last || s.recs[i] == nil {
 			continue
 		}
+		if s.spill != nil {
+			kept, err := s.spill(s.recs[i])
+			if err != nil {
+				return err
+			}
+			s.kept = append(s.kept, kept...)
+		}
 		r := s.runs[i]
 		s.runs[i] = contracts.Result{Contract: r.Contract, Target: r.Target, Verdict: r.Verdict, Seed: r.Seed, Reason: r.Reason,
 			Trials: r.Trials, Wall: r.Wall, RunIDs: r.RunIDs}
 		delete(s.recs, i)
 	}
+	return nil
 }
 
 // entry is the contract's entry of the trials it has, in trial order; of
@@ -611,6 +626,7 @@ func (s *trialSet) entry(t *target, c *contracts.Contract, o RunOptions, planned
 		}
 	}
 	e := entryOf(t, c, o, runs, recs)
+	e.Keep(s.kept)
 	if len(ks) < planned {
 		note := fmt.Sprintf("cut short after %d of %d trials", len(ks), planned)
 		if e.Result.Reason != "" {
@@ -633,7 +649,7 @@ func (s *trialSet) entry(t *target, c *contracts.Contract, o RunOptions, planned
 // by ctx. Either way every result that ended is placed, a contract of which
 // only some trials ended with those (its reason says so), and complete is
 // false.
-func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, cutShort func(runIDs []string)) (complete bool, err error) {
+func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, parallel int, prog *progress, place func(slot int, e reports.Entry) error, keep func(slot int, rc reports.Recorded) (reports.KeptTrial, error), cutShort func(runIDs []string)) (complete bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pull, stop := iter.Pull(next)
@@ -695,9 +711,23 @@ func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, paralle
 		sl := slots[d.slot]
 		if sl == nil {
 			sl = &slot{t: d.t, c: d.c}
+			if keep != nil {
+				t, c, at := d.t, d.c, d.slot
+				sl.spill = func(rec *recorder) ([]reports.KeptTrial, error) {
+					seed := lastSeed(rec)
+					if rec.exs[seed] == nil {
+						return nil, nil
+					}
+					kt, err := keep(at, recorded(t, c, o, seed, rec.runs[seed], rec.exs[seed]))
+					return []reports.KeptTrial{kt}, err
+				}
+			}
 			slots[d.slot] = sl
 		}
-		sl.add(d.trial, d.r, d.rec)
+		if err := sl.add(d.trial, d.r, d.rec); err != nil {
+			placeErr(err)
+			continue
+		}
 		if sl.n++; sl.n < trials {
 			continue
 		}
