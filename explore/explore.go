@@ -39,6 +39,11 @@ type Options struct {
 	// Kinds narrows the fault kinds drawn (nil: every kind the target
 	// supports); a kind the target does not support is an error.
 	Kinds []faults.Kind
+	// Shard, if set, is the part of the seed space this exploration takes:
+	// round i runs only in shard (i mod Shard.Of)+1. The
+	// shards 1..Of of one seed and options together run exactly the rounds
+	// one exploration over all would, each once.
+	Shard Shard
 	// Parallel rounds at a time (0: one per CPU on a deterministic target,
 	// else one).
 	Parallel int
@@ -60,6 +65,26 @@ type Options struct {
 	// with a finding, before the shrink: a caller writes the finding down, so
 	// that a shrink cut short (a kill, a long budget) loses nothing found.
 	Found func(*Summary)
+}
+
+// Shard is part Index (1 to Of) of Of disjoint parts of an exploration's
+// seed space; the zero Shard is the whole.
+type Shard struct{ Index, Of int }
+
+// String is "i/N", or "" for the whole.
+func (s Shard) String() string {
+	if s.Of <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Of)
+}
+
+// round is the number of the k-th round (from 0) of shard s.
+func (s Shard) round(k int) int {
+	if s.Of <= 1 {
+		return k
+	}
+	return k*s.Of + s.Index - 1
 }
 
 // Finding is a round that raised a wanted property.
@@ -168,6 +193,9 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	if o.Duration <= 0 && o.Rounds <= 0 {
 		return nil, fmt.Errorf("explore: give a duration or a number of rounds")
 	}
+	if sh := o.Shard; sh.Of > 1 && (sh.Index < 1 || sh.Index > sh.Of) {
+		return nil, fmt.Errorf("explore: shard %d/%d: want 1 to %d", sh.Index, sh.Of, sh.Of)
+	}
 	caps := t.Capabilities()
 	nem := NewNemesis(caps, cmp.Or(o.Jobs, DefaultJobs), cmp.Or(o.MaxFaults, DefaultMaxFaults))
 	s := &Summary{Verdicts: map[contracts.Verdict]int{}, Violations: map[string]int{}, Drawn: map[string]int{},
@@ -236,8 +264,8 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	stop := false
 	for {
 		for !stop && first == nil && ctx.Err() == nil && running < parallel &&
-			(o.Rounds <= 0 || next < o.Rounds) && (deadline.IsZero() || time.Now().Before(deadline)) {
-			i := next
+			(o.Rounds <= 0 || o.Shard.round(next) < o.Rounds) && (deadline.IsZero() || time.Now().Before(deadline)) {
+			i := o.Shard.round(next)
 			next++
 			running++
 			p := nem.Draw(RoundSeed(o.Seed, i))
@@ -313,6 +341,10 @@ func (s *Summary) add(p *plans.Plan, r contracts.Result) {
 	}
 	addStats(&s.Stats, r.Stats)
 }
+
+// AddStats adds every count of b to a: the int fields and the maps of ints
+// (MaxAttempts, a maximum, is the larger of the two).
+func AddStats(a *contracts.Stats, b contracts.Stats) { addStats(a, b) }
 
 // addStats adds every count of b to a: the int fields and the maps of ints.
 func addStats(a *contracts.Stats, b contracts.Stats) {

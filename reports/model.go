@@ -68,7 +68,10 @@ type Document struct {
 	// Evidence per result, keyed by Key(target, contract): the history sample's
 	// file, the fault windows and the command that reproduces the result.
 	Evidence map[string]*Evidence `json:"evidence,omitempty"`
-	Wall     Wall                 `json:"wall"`
+	// Exploration is what `durachk explore` counted beyond its results, for
+	// `durachk merge`; nil in the document of any other command.
+	Exploration *Exploration `json:"exploration,omitempty"`
+	Wall        Wall         `json:"wall"`
 
 	// Histories holds a sample of the history of each result (at most
 	// MaxHistoryOps operations: what the pictures are drawn from), keyed like
@@ -79,6 +82,36 @@ type Document struct {
 	slots   []int             // the slot of each result placed with Place, in order
 	pending []pendingFile     // whole histories and final states not yet written
 	files   map[string]string // each file written: its path relative to result.json → where it was written
+}
+
+// Exploration is an exploration's counts, as `durachk merge` adds up the
+// shards of one: which part of the seed space it took (Shard, "i/N"; the
+// shards a merge holds, "1,2/3", when it holds some of them; "" for the
+// whole), the options that decide which rounds run and what each draws
+// (Config: shards of one exploration have the same), and per round counted:
+// verdicts, violations by property, faults drawn by kind, operations. Finding
+// and Unknown are the first round (by number) to raise a wanted property
+// and to be unknown.
+type Exploration struct {
+	Shard      string         `json:"shard,omitempty"`
+	Config     string         `json:"config"`
+	Rounds     int            `json:"rounds"`
+	Verdicts   map[string]int `json:"verdicts,omitempty"`
+	Violations map[string]int `json:"violations,omitempty"`
+	Drawn      map[string]int `json:"drawn,omitempty"`
+	Ops        int            `json:"ops"`
+	Finding    *RoundNote     `json:"finding,omitempty"`
+	Unknown    *RoundNote     `json:"unknown,omitempty"`
+}
+
+// RoundNote is one round of an exploration: its number and seed, and what
+// the explore result's reason says of it (Text: what it raised, or why it
+// was unknown; Shrunk: its shrunk plan's size and reproduction rate).
+type RoundNote struct {
+	Round  int    `json:"round"`
+	Seed   uint64 `json:"seed"`
+	Text   string `json:"text"`
+	Shrunk string `json:"shrunk,omitempty"`
 }
 
 // TargetInfo describes one target as it was measured. It never holds a

@@ -38,7 +38,7 @@ func main() {
 // emptyFlags refuses a flag given with an empty value (`--target ”`, often an
 // unset variable): it would silently mean the default.
 func emptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults", "result", "final"} {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults", "result", "final", "shard"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue
@@ -332,6 +332,7 @@ func run(args []string) error {
 	ef.IntVar(&eo.MaxFaults, "max-faults", explore.DefaultMaxFaults, "most faults a round draws (at least one)")
 	ef.StringSliceVar(&eo.Faults, "faults", nil, "fault kinds to draw, comma-separated (default: every kind the target supports)")
 	ef.IntVar(&eo.Parallel, "parallel", 0, "rounds at a time (default: one per CPU on mem, 1 on real targets)")
+	ef.StringVar(&eo.Shard, "shard", "", "i/N: explore only rounds i-1, i-1+N, i-1+2N, ... of the seed space (the shards 1/N..N/N together run what one exploration would; durachk merge adds them up)")
 	ef.StringArrayVar(&eo.Properties, "property", nil, "only a violation of this property is a finding (others are counted); repeatable")
 	ef.StringVar(&eo.Sabotage, "sabotage", "", "break every round's pipeline like this catalogue sabotage (a negative control of explore)")
 	ef.BoolVar(&eo.KeepGoing, "keep-going", false, "explore to the end after a finding, counting violations")
@@ -388,6 +389,30 @@ func run(args []string) error {
 	kf.BoolVar(&approx, "approximate-leases", false, "the broker's leases are approximate")
 	kf.StringArrayVar(&ko.Canaries, "canary", nil, "a string planted in payloads that must never reach a dead-letter record; repeatable")
 
+	var mo cli.MergeOptions
+	mergeCmd := &cobra.Command{
+		Use:   "merge a/result.json b/result.json ... [--out DIR]",
+		Short: "Merge the shards of one exploration, --trials runs or the runs of one gate on several runners into one result and report",
+		Long: "Merge result.json files (or the directories holding them) into one result.json, its histories\n" +
+			"and every report in --out. The shards of one exploration (explore --shard i/N) are added up:\n" +
+			"rounds, jobs, faults and violations counted, the first round that raised a finding in any shard,\n" +
+			"each shrunk plan once per property and plan. Runs of one gate (each target × contract once) are\n" +
+			"put together; a contract in several runs has their trials as its trials. Inputs that do not\n" +
+			"belong together (another durachk version, another configuration of a target, an exploration with\n" +
+			"other options, the same shard or seed twice) are exit 3. Exit codes as for run.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cli.ConfigError(fmt.Errorf("merge: name the result.json files to merge"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mo.Inputs, mo.Command = args, command
+			return cli.Merge(mo, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	mergeCmd.Flags().StringVar(&mo.Out, "out", "durachk-out", "directory for the merged result.json, histories/, the reports and the plans")
+
 	var ro cli.ReplayOptions
 	replayCmd := &cobra.Command{
 		Use:   "replay result.json",
@@ -411,7 +436,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	root.AddCommand(versionCmd, runCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

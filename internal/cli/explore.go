@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type ExploreOptions struct {
 	MaxFaults  int
 	Faults     []string // fault kinds to draw (default: every kind the target supports)
 	Parallel   int
+	// Shard is "i/N": the exploration takes rounds i-1, i-1+N, ... of the
+	// seed space (durachk merge adds the shards up); "" takes every round.
+	Shard      string
 	Properties []string
 	Sabotage   string
 	KeepGoing  bool
@@ -57,9 +61,13 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	if err := checkExploreFlags(o); err != nil {
 		return err
 	}
+	shard, err := ParseShard(o.Shard)
+	if err != nil {
+		return err
+	}
 	sh := o.Shrink
 	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Parallel: o.Parallel,
-		KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
+		Shard: shard, KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
 	eo.Shrink.Off = o.NoShrink
 	for _, k := range o.Faults {
 		for _, x := range strings.Split(k, ",") {
@@ -102,6 +110,9 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 			budget += " or " + o.Duration.String()
 		}
 	}
+	if shard.Of > 1 {
+		budget += fmt.Sprintf(", shard %s (rounds %d, %d, %d, …)", shard, shard.Index-1, shard.Index-1+shard.Of, shard.Index-1+2*shard.Of)
+	}
 	fmt.Fprintf(stderr, "durachk: explore %s on %s for %s, seed %d; fault kinds: %s\n", runID, t.Name(), budget, o.Seed, kindList(kinds, eo.Kinds))
 	if len(not) > 0 && len(eo.Kinds) == 0 {
 		fmt.Fprintf(stderr, "durachk: never drawn on %s: %s\n", t.Name(), strings.Join(not, "; "))
@@ -131,6 +142,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 			doc.Place(i, e)
 		}
 		doc.Planned = len(entries)
+		doc.Exploration = exploration(o, shard, s)
 		doc.Complete = err == nil && ctx.Err() == nil && stopped == ""
 		switch {
 		case ctx.Err() != nil:
@@ -199,13 +211,11 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 	if t.spec != "mem" && t.spec != "" {
 		target = " --target " + shellQuote(reports.RedactURL(t.spec))
 	}
-	r := contracts.Result{Contract: "explore", Claim: "every property of the checker holds over seeded random workloads and fault schedules",
+	rec := exploration(o, explore.Shard{}, s)
+	r := contracts.Result{Contract: "explore", Claim: exploreClaim,
 		Target: t.Name(), Broker: t.Capabilities().Broker, MeasuredOn: t.MeasuredOn(), Verdict: s.Verdict(), Seed: o.Seed,
 		Scenario: fmt.Sprintf("explore: %d rounds", s.Rounds), Stats: s.Stats, HistoryLen: s.Ops, Wall: s.Wall}
-	r.Reason = fmt.Sprintf("%d rounds, %d jobs, faults drawn: %s", s.Rounds, s.Stats.Accepted, counts(s.Drawn))
-	if len(s.Violations) > 0 {
-		r.Reason += "; violations: " + counts(s.Violations)
-	}
+	r.Reason = exploreReason(rec, s.Stats.Accepted)
 	ev := reports.Evidence{}
 	var ops []history.Op
 	if f := s.Finding; f != nil {
@@ -215,17 +225,11 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 			return nil, err
 		}
 		r.Violations, r.Planned = f.Result.Violations, f.Result.Planned
-		r.Reason = fmt.Sprintf("round %d (seed %d) raised %s; %s", f.Round, f.Plan.Seed, raisedText(f.Property, f.Result), r.Reason)
-		if sh := s.Shrunk; sh != nil {
-			r.Reason += fmt.Sprintf("; its shrunk plan (%d jobs, %d faults) %s", sh.ToJobs, sh.ToFaults, sh.Replay)
-		}
 		ops = f.Ops
 		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
 		ev.Windows = planWindows(t, f.Plan, f.Ops)
-	} else if u := s.Unknown; u != nil {
-		r.Reason = fmt.Sprintf("round %d (seed %d) unknown: %s; %s", u.Round, u.Plan.Seed, u.Result.Reason, r.Reason)
 	}
-	out := []reports.Entry{reports.NewEntry(r, ops, ev)}
+	out :=  []reports.Entry{reports.NewEntry(r, ops, ev)}
 	if sh := s.Shrunk; sh != nil {
 		path := filepath.Join(o.Out, "shrunk.yaml")
 		sh.Plan.Sabotage = o.Sabotage
@@ -247,6 +251,70 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
 	}
 	return out, nil
+}
+
+const exploreClaim = "every property of the checker holds over seeded random workloads and fault schedules"
+
+// exploration is what an exploration counted, as result.json keeps it for
+// durachk merge (reports.Exploration).
+func exploration(o ExploreOptions, shard explore.Shard, s *explore.Summary) *reports.Exploration {
+	rec := &reports.Exploration{Shard: shard.String(), Config: exploreConfig(o), Rounds: s.Rounds, Violations: maps.Clone(s.Violations),
+		Drawn: maps.Clone(s.Drawn), Ops: s.Ops, Verdicts: map[string]int{}}
+	for v, n := range s.Verdicts {
+		rec.Verdicts[string(v)] = n
+	}
+	if f := s.Finding; f != nil {
+		rec.Finding = &reports.RoundNote{Round: f.Round, Seed: f.Plan.Seed, Text: "raised " + raisedText(f.Property, f.Result)}
+		if sh := s.Shrunk; sh != nil {
+			rec.Finding.Shrunk = fmt.Sprintf("its shrunk plan (%d jobs, %d faults) %s", sh.ToJobs, sh.ToFaults, sh.Replay)
+		}
+	}
+	if u := s.Unknown; u != nil {
+		rec.Unknown = &reports.RoundNote{Round: u.Round, Seed: u.Plan.Seed, Text: "unknown: " + u.Result.Reason}
+	}
+	return rec
+}
+
+// exploreConfig names the options that decide which rounds an exploration
+// runs and what each of them draws and counts as a finding: the shards of
+// one exploration have the same (the seed and the target are the
+// document's).
+func exploreConfig(o ExploreOptions) string {
+	props := slices.Sorted(slices.Values(o.Properties))
+	return fmt.Sprintf("rounds=%d jobs=%d max-faults=%d faults=%s property=%s sabotage=%s keep-going=%t no-shrink=%t",
+		o.Rounds, cmp.Or(o.Jobs, explore.DefaultJobs), cmp.Or(o.MaxFaults, explore.DefaultMaxFaults),
+		strings.Join(o.Faults, ","), strings.Join(props, ","), o.Sabotage, o.KeepGoing, o.NoShrink)
+}
+
+// exploreVerdict is an exploration's verdict from its counts (as
+// explore.Summary.Verdict).
+func exploreVerdict(rec *reports.Exploration) contracts.Verdict {
+	switch {
+	case rec.Finding != nil || rec.Verdicts[string(contracts.Violated)] > 0:
+		return contracts.Violated
+	case rec.Verdicts[string(contracts.Unknown)] > 0:
+		return contracts.Unknown
+	}
+	return contracts.Pass
+}
+
+// exploreReason is the explore result's reason: the finding (or the first
+// unknown round), the rounds, jobs, faults drawn and violations.
+func exploreReason(rec *reports.Exploration, jobs int) string {
+	s := fmt.Sprintf("%d rounds, %d jobs, faults drawn: %s", rec.Rounds, jobs, counts(rec.Drawn))
+	if len(rec.Violations) > 0 {
+		s += "; violations: " + counts(rec.Violations)
+	}
+	switch {
+	case rec.Finding != nil:
+		s = fmt.Sprintf("round %d (seed %d) %s; %s", rec.Finding.Round, rec.Finding.Seed, rec.Finding.Text, s)
+		if rec.Finding.Shrunk != "" {
+			s += "; " + rec.Finding.Shrunk
+		}
+	case rec.Unknown != nil:
+		s = fmt.Sprintf("round %d (seed %d) %s; %s", rec.Unknown.Round, rec.Unknown.Seed, rec.Unknown.Text, s)
+	}
+	return s
 }
 
 // raisedText says what a round raised, property p first: its count and the

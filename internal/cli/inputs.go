@@ -40,6 +40,9 @@ type Bound struct {
 	// Zero says what 0 means where 0 is accepted below Min ("": it is not).
 	Zero     string
 	Duration bool
+	// Shard: the flag is "i/N" (--shard), N within Min and Max, i from 1 to
+	// N; an empty value takes the whole.
+	Shard bool
 	// Why a bound is lower than the rest of durachk's, said with the error.
 	Why string
 }
@@ -65,6 +68,9 @@ func shortDuration(d time.Duration) string {
 
 // String is the bound as the README writes it: "1 to 10000 (0: …)".
 func (b Bound) String() string {
+	if b.Shard {
+		return fmt.Sprintf("i/N, N %d to %d, i 1 to N", b.Min, b.Max)
+	}
 	s := b.value(b.Min) + " to " + b.value(b.Max)
 	if b.Zero != "" {
 		s += " (0: " + b.Zero + ")"
@@ -114,6 +120,7 @@ var Bounds = map[string]map[string]Bound{
 		"jobs":         {Min: 1, Max: 5000, Why: "a round drains about that many in its 30 minutes of scenario time"},
 		"max-faults":   {Min: 1, Max: 100},
 		"parallel":     {Min: 1, Max: 64, Zero: "one per CPU on mem, 1 on real targets"},
+		"shard":        shardBound,
 		"shrink-tries": {Min: 1, Max: 100_000},
 		"shrink-time":  {Min: int64(time.Second), Max: int64(24 * time.Hour), Duration: true},
 		"shrink-k":     {Min: 1, Max: 100, Zero: "--shrink-n (every run)"},
@@ -121,6 +128,32 @@ var Bounds = map[string]map[string]Bound{
 		"replay":       {Min: 1, Max: 1000, Zero: "10", Why: "each replay is a whole run of the shrunk plan"},
 		"progress":     {Min: int64(100 * time.Millisecond), Max: int64(time.Hour), Duration: true},
 	},
+}
+
+// shardBound bounds explore --shard i/N: far more shards than any CI matrix
+// or Indexed Job runs at once.
+var shardBound = Bound{Min: 1, Max: 1000, Shard: true}
+
+// ParseShard reads --shard "i/N" (1 ≤ i ≤ N, N within its bound); "" is
+// the whole seed space (the zero Shard).
+func ParseShard(s string) (explore.Shard, error) {
+	if s == "" {
+		return explore.Shard{}, nil
+	}
+	bad := func() (explore.Shard, error) {
+		return explore.Shard{}, ConfigError(fmt.Errorf("--shard %q: want %s", reports.Clip(s), shardBound))
+	}
+	is, ns, ok := strings.Cut(s, "/")
+	if !ok {
+		return bad()
+	}
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if err1 != nil || err2 != nil || strings.HasPrefix(is, "+") || strings.HasPrefix(ns, "+") ||
+		int64(n) < shardBound.Min || int64(n) > shardBound.Max || i < 1 || i > n {
+		return bad()
+	}
+	return explore.Shard{Index: i, Of: n}, nil
 }
 
 // CheckFlag checks a numeric flag of a command, as parsed, against Bounds
@@ -169,6 +202,9 @@ func checkExploreFlags(o ExploreOptions) error {
 		"shrink-time": int64(cmp.Or(sh.Time, explore.DefaultShrinkTime)), "shrink-k": int64(cmp.Or(sh.K, explore.DefaultK)),
 		"shrink-n": int64(sh.N), "replay": int64(cmp.Or(sh.Replay, explore.DefaultReplay)),
 		"progress": int64(cmp.Or(o.Every, explore.DefaultEvery))}); err != nil {
+		return err
+	}
+	if _, err := ParseShard(o.Shard); err != nil {
 		return err
 	}
 	if o.Duration == 0 && o.Rounds == 0 {
