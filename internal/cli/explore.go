@@ -22,14 +22,14 @@ import (
 
 // ExploreOptions are the flags of `durachk explore`.
 type ExploreOptions struct {
-	Target     string
-	Seed       uint64
-	Duration   time.Duration
-	Rounds     int
-	Jobs       int
-	MaxFaults  int
-	Faults     []string // fault kinds to draw (default: every kind the target supports)
-	Parallel   int
+	Target    string
+	Seed      uint64
+	Duration  time.Duration
+	Rounds    int
+	Jobs      int
+	MaxFaults int
+	Faults    []string // fault kinds to draw (default: every kind the target supports)
+	Parallel  int
 	// Shard is "i/N": the exploration takes rounds i-1, i-1+N, ... of the
 	// seed space (durachk merge adds the shards up); "" takes every round.
 	Shard      string
@@ -229,7 +229,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		ev.Reproduce = "durachk run --plan " + shellQuote(path) + target
 		ev.Windows = planWindows(t, f.Plan, f.Ops)
 	}
-	out :=  []reports.Entry{reports.NewEntry(r, ops, ev)}
+	out := []reports.Entry{reports.NewEntry(r, ops, ev)}
 	if sh := s.Shrunk; sh != nil {
 		path := filepath.Join(o.Out, "shrunk.yaml")
 		sh.Plan.Sabotage = o.Sabotage
