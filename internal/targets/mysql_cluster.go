@@ -299,16 +299,14 @@ func writeInit(n *mariadbNode, cred mysqlCred) error {
 
 // replicaCluster is a MariaDB primary with replicas.
 type replicaCluster struct {
+	clusterNodes[*clusterNode]
 	claim   *blockClaim
 	env     ClusterEnv
 	prof    mysqlClusterProfile
 	bins    mariadbBins
 	seed    *mysqlSeed
 	cred    mysqlCred
-	nodes   []*clusterNode
 	proxies proxySet
-	url     string
-	took    time.Duration
 
 	mu      sync.Mutex
 	primary string
@@ -321,7 +319,7 @@ func startReplicaCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, 
 	if err != nil {
 		return nil, s, err
 	}
-	c := &replicaCluster{env: env, prof: mysqlClusterShape(s), bins: bins, primary: "n1",
+	c := &replicaCluster{clusterNodes: clusterNodes[*clusterNode]{kind: "mariadb cluster"}, env: env, prof: mysqlClusterShape(s), bins: bins, primary: "n1",
 		cred: mysqlCred{root: Secret(16), repl: Secret(16), client: Secret(16)}}
 	user := ""
 	if cred, err := Credential("mysql"); err != nil {
@@ -514,26 +512,7 @@ func (c *replicaCluster) rejoin(ctx context.Context, n, primary *clusterNode) er
 	return c.follow(ctx, n, primary)
 }
 
-func (c *replicaCluster) Describe() string         { return c.prof.describe() }
-func (c *replicaCluster) URL() string              { return c.url }
-func (c *replicaCluster) StartTime() time.Duration { return c.took }
-
-func (c *replicaCluster) Nodes() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-func (c *replicaCluster) node(name string) (*clusterNode, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("mariadb cluster: no node %q", name)
-}
+func (c *replicaCluster) Describe() string { return c.prof.describe() }
 
 func (c *replicaCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)

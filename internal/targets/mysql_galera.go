@@ -71,17 +71,15 @@ type galeraNode struct {
 func (n *galeraNode) gcommAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.gcomm)) }
 
 type galeraCluster struct {
+	clusterNodes[*galeraNode]
 	claim   *blockClaim
 	env     ClusterEnv
 	prof    mysqlClusterProfile
 	bins    mariadbBins
 	cred    mysqlCred
 	name    string
-	nodes   []*galeraNode
 	proxies proxySet
 	nft     *nftTable
-	url     string
-	took    time.Duration
 
 	mu      sync.Mutex
 	stopped bool
@@ -93,7 +91,7 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		return nil, s, err
 	}
 	bins, _ := findMariaDB()
-	c := &galeraCluster{env: env, prof: mysqlClusterShape(s), bins: bins, name: "durachk-" + env.RunID, nft: newNFTTable(env.RunID),
+	c := &galeraCluster{clusterNodes: clusterNodes[*galeraNode]{kind: "galera cluster"}, env: env, prof: mysqlClusterShape(s), bins: bins, name: "durachk-" + env.RunID, nft: newNFTTable(env.RunID),
 		cred: mysqlCred{root: Secret(16), repl: Secret(16), client: Secret(16)}}
 	user := ""
 	if cred, err := Credential("mysql"); err != nil {
@@ -390,26 +388,7 @@ func setSafeToBootstrap(n *galeraNode) error {
 	return os.WriteFile(p, []byte(s), 0o660)
 }
 
-func (c *galeraCluster) Describe() string         { return c.prof.describe() }
-func (c *galeraCluster) URL() string              { return c.url }
-func (c *galeraCluster) StartTime() time.Duration { return c.took }
-
-func (c *galeraCluster) Nodes() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-func (c *galeraCluster) node(name string) (*galeraNode, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("galera cluster: no node %q", name)
-}
+func (c *galeraCluster) Describe() string { return c.prof.describe() }
 
 func (c *galeraCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)

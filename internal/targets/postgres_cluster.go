@@ -146,14 +146,12 @@ const pgReplicationUser = "replicator"
 // run directory, never on a command line). pg_hba.conf has no trust and no
 // local line: nothing connects over the socket.
 type pgCluster struct {
+	clusterNodes[*pgNode]
 	claim   *blockClaim // the run's loopback block, held until Stop
 	env     ClusterEnv
 	prof    pgClusterProfile
 	bin     struct{ initdb, server, basebackup string }
-	nodes   []*pgNode
 	proxies proxySet
-	url     string
-	took    time.Duration
 	user    string
 	// password is the superuser's, replPassword pgReplicationUser's (in
 	// passfile for the standbys and pg_basebackup).
@@ -166,7 +164,7 @@ type pgCluster struct {
 
 func startPGCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error) {
 	begin := time.Now()
-	c := &pgCluster{env: env, prof: pgClusterShape(s), primary: "n1", password: Secret(16), replPassword: Secret(16),
+	c := &pgCluster{clusterNodes: clusterNodes[*pgNode]{kind: "postgres cluster"}, env: env, prof: pgClusterShape(s), primary: "n1", password: Secret(16), replPassword: Secret(16),
 		passfile: filepath.Join(env.Dir, "pg-replication.pass")}
 	var err error
 	for _, b := range []struct {
@@ -504,26 +502,7 @@ func (c *pgCluster) rejoin(ctx context.Context, n, primary *pgNode) error {
 	return nil
 }
 
-func (c *pgCluster) Describe() string         { return c.prof.describe() }
-func (c *pgCluster) URL() string              { return c.url }
-func (c *pgCluster) StartTime() time.Duration { return c.took }
-
-func (c *pgCluster) Nodes() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-func (c *pgCluster) node(name string) (*pgNode, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("postgres cluster: no node %q", name)
-}
+func (c *pgCluster) Describe() string { return c.prof.describe() }
 
 func (c *pgCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)

@@ -122,6 +122,7 @@ type rabbitNode struct {
 func (n *rabbitNode) amqpAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.amqp)) }
 
 type rabbitCluster struct {
+	clusterNodes[*rabbitNode]
 	claim  *blockClaim // the run's loopback block, held until Stop
 	env    ClusterEnv
 	prof   rabbitClusterProfile
@@ -134,12 +135,9 @@ type rabbitCluster struct {
 	epmd       PrivateProcess
 	home       string
 	password   string // rabbitUser's, the cluster's only user (no guest): AMQP and the management API
-	nodes      []*rabbitNode
 	proxies    proxySet
 	nft        *nftTable
-	url        string
 	queue      string
-	took       time.Duration
 	client     *http.Client
 	mu         sync.Mutex
 	cut        []string // nodes partitioned away, until the heal
@@ -171,7 +169,7 @@ func startRabbitCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		user = "rabbitmq"
 		_ = os.Chmod(env.Dir, 0o711)
 	}
-	c := &rabbitCluster{env: env, prof: rabbitClusterShape(s), spec: s, server: server, install: install, installEnv: installEnv, nft: newNFTTable(env.RunID),
+	c := &rabbitCluster{clusterNodes: clusterNodes[*rabbitNode]{kind: "rabbitmq cluster"}, env: env, prof: rabbitClusterShape(s), spec: s, server: server, install: install, installEnv: installEnv, nft: newNFTTable(env.RunID),
 		queue: rabbit.QueueName(env.RunID), client: &http.Client{Timeout: 2 * time.Second}}
 	ok := false
 	defer func() {
@@ -514,26 +512,7 @@ func (c *rabbitCluster) Primary(ctx context.Context) (string, error) {
 	return c.byErlName(q.Node), nil
 }
 
-func (c *rabbitCluster) Describe() string         { return c.prof.describe() }
-func (c *rabbitCluster) URL() string              { return c.url }
-func (c *rabbitCluster) StartTime() time.Duration { return c.took }
-
-func (c *rabbitCluster) Nodes() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-func (c *rabbitCluster) node(name string) (*rabbitNode, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("rabbitmq cluster: no node %q", name)
-}
+func (c *rabbitCluster) Describe() string { return c.prof.describe() }
 
 func (c *rabbitCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)

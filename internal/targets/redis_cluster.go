@@ -168,16 +168,14 @@ func (s *redisSentinel) addr() string { return net.JoinHostPort(s.ip, strconv.It
 // mode 0600, are in the run directory): nothing reaches them without it,
 // not even through a proxy.
 type redisCluster struct {
+	clusterNodes[*redisNode]
 	claim     *blockClaim // the run's loopback block, held until Stop
 	env       ClusterEnv
 	prof      redisClusterProfile
 	server    string
-	nodes     []*redisNode
 	sentinels []*redisSentinel
 	vip       *faults.Proxy // without Sentinels: the address that follows the primary
 	proxies   proxySet
-	url       string
-	took      time.Duration
 	// password is every node's requirepass and masterauth (any node may
 	// become the primary); sentinelPassword is the Sentinels' own
 	// requirepass and sentinel-pass.
@@ -198,7 +196,7 @@ func startRedisCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 	if err != nil {
 		return nil, s, canStartPrivateRedis()
 	}
-	c := &redisCluster{env: env, prof: prof, server: server, primary: "n1", password: Secret(16)}
+	c := &redisCluster{clusterNodes: clusterNodes[*redisNode]{kind: "redis cluster"}, env: env, prof: prof, server: server, primary: "n1", password: Secret(16)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -420,26 +418,6 @@ func (p redisClusterProfile) describe() string {
 		d += fmt.Sprintf(", min-replicas-to-write %d, min-replicas-max-lag %d", p.minReplicas, p.maxLag)
 	}
 	return d
-}
-
-func (c *redisCluster) Nodes() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-func (c *redisCluster) URL() string              { return c.url }
-func (c *redisCluster) StartTime() time.Duration { return c.took }
-
-func (c *redisCluster) node(name string) (*redisNode, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("redis cluster: no node %q", name)
 }
 
 func (c *redisCluster) NodeURL(name string) (string, error) {
