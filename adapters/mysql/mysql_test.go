@@ -76,36 +76,13 @@ func TestConformanceVolatile(t *testing.T) {
 // BreakOrder is the negative control of order.fifo, shared with adapters/mem:
 // both must break the order the same way.
 func TestBreakOrderScripts(t *testing.T) {
-	const long = time.Minute
-	tests := []struct {
-		name  string
-		fifo  bool
-		steps []queuetest.Step
-	}{
-		{name: "BreakOrder delivers newest first", steps: []queuetest.Step{
-			{Op: "enqueue", Arg: "a", Want: "ok"},
-			{Op: "enqueue", Arg: "b@g", Want: "ok"},
-			{Op: "enqueue", Arg: "c@g", Want: "ok"},
-			{Op: "lease", Dur: long, Want: "c a1 t1"},
-			{Op: "lease", Dur: long, Want: "b a1 t1"},
-			{Op: "lease", Dur: long, Want: "a a1 t1"},
-		}},
-		{name: "BreakOrder with FIFO blocks on the newest of a group", fifo: true, steps: []queuetest.Step{
-			{Op: "enqueue", Arg: "a@g", Want: "ok"},
-			{Op: "enqueue", Arg: "b@g", Want: "ok"},
-			{Op: "lease", Dur: long, Want: "b a1 t1"},
-			{Op: "lease", Dur: long, Want: "none"},
-			{Op: "ack", D: 0, Want: "ok"},
-			{Op: "lease", Dur: long, Want: "a a1 t1"},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, tt := range queuetest.BreakOrderScripts() {
+		t.Run(tt.Name, func(t *testing.T) {
 			t.Run("mem", func(t *testing.T) {
-				queuetest.RunScript(t, mem.New(mem.Options{FIFO: tt.fifo, BreakOrder: true}), queuetest.Features{}, tt.steps)
+				queuetest.RunScript(t, mem.New(mem.Options{FIFO: tt.FIFO, BreakOrder: true}), queuetest.Features{}, tt.Steps)
 			})
 			t.Run("mysql", func(t *testing.T) {
-				queuetest.RunScript(t, newQueue(t, Options{FIFO: tt.fifo, BreakOrder: true, MaxConns: 2}), queuetest.Features{}, tt.steps)
+				queuetest.RunScript(t, newQueue(t, Options{FIFO: tt.FIFO, BreakOrder: true, MaxConns: 2}), queuetest.Features{}, tt.Steps)
 			})
 		})
 	}

@@ -103,3 +103,35 @@ func Unreachable(t *testing.T, url func(addr, password string) string, open func
 		t.Errorf("error contains the password: %v", err)
 	}
 }
+
+// BreakOrderScript is a script of the order.fifo negative control (an
+// adapter's BreakOrder option, delivering newest first), which every adapter
+// offering it must follow step for step as adapters/mem does.
+type BreakOrderScript struct {
+	Name  string
+	FIFO  bool
+	Steps []Step
+}
+
+// BreakOrderScripts are the scripts of BreakOrder, without and with FIFO.
+func BreakOrderScripts() []BreakOrderScript {
+	const long = time.Minute
+	return []BreakOrderScript{
+		{Name: "BreakOrder delivers newest first", Steps: []Step{
+			{Op: "enqueue", Arg: "a", Want: "ok"},
+			{Op: "enqueue", Arg: "b@g", Want: "ok"},
+			{Op: "enqueue", Arg: "c@g", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "c a1 t1"},
+			{Op: "lease", Dur: long, Want: "b a1 t1"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+		}},
+		{Name: "BreakOrder with FIFO blocks on the newest of a group", FIFO: true, Steps: []Step{
+			{Op: "enqueue", Arg: "a@g", Want: "ok"},
+			{Op: "enqueue", Arg: "b@g", Want: "ok"},
+			{Op: "lease", Dur: long, Want: "b a1 t1"},
+			{Op: "lease", Dur: long, Want: "none"},
+			{Op: "ack", D: 0, Want: "ok"},
+			{Op: "lease", Dur: long, Want: "a a1 t1"},
+		}},
+	}
+}
