@@ -465,7 +465,7 @@ func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	}
 	ex.RunID = r.spec.RunID
 	if in, ok := q.(adapters.Inspector); ok {
-		r.probe = &probe{q: in}
+		r.probe = &probe{q: in, timeout: time.Duration(float64(probeTimeout) * Stretch())}
 	}
 	drained, err := r.supervise(q, store, operatorDone)
 	cut := err != nil && r.overBudget() // stopped mid-run at its budget
@@ -1080,7 +1080,12 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 const (
 	probeEvery   = time.Second            // while the run goes on
 	drainEvery   = 250 * time.Millisecond // once all but the broker is done: the drain check reads the probe
-	probeTimeout = 2 * time.Second        // a probe unanswered this long counts as failed from its start
+	probeTimeout = 2 * time.Second        // a probe unanswered this long (× Stretch) counts as failed from its start
+	// probeFails failed probes in a row make an outage, from the first's
+	// start: one slow answer (an emulator on a busy machine took 2 s to
+	// answer one Inspect) is not a broker that stopped; a stopped broker
+	// refuses the next probe a second later.
+	probeFails   = 2
 	outageLimit  = 4 * time.Second
 	plannedGrace = 3 * time.Second // after a planned restart, for the controller to reconnect
 )
@@ -1094,11 +1099,13 @@ type probe struct {
 	q       adapters.Inspector
 	mu      sync.Mutex
 	running bool
-	started time.Time // of the probe in flight, or of the last one
-	failing time.Time // start of the failed probes in a row; zero: answering
-	err     error     // of the last failed probe
-	okAt    time.Time // start of the last probe answered
-	empty   bool      // what that probe found: nothing left in the broker
+	started time.Time     // of the probe in flight, or of the last one
+	timeout time.Duration // of one probe: probeTimeout, stretched on a busy machine
+	failing time.Time     // start of the failed probes in a row; zero: answering
+	fails   int           // how many failed in a row
+	err     error         // of the last failed probe
+	okAt    time.Time     // start of the last probe answered
+	empty   bool          // what that probe found: nothing left in the broker
 }
 
 // emptySince reports whether a probe begun at t or later found the broker
@@ -1127,7 +1134,7 @@ func (p *probe) tick(ctx context.Context, now time.Time, drain bool) {
 	}
 	p.running, p.started = true, now
 	go func() {
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		pctx, cancel := context.WithTimeout(ctx, p.limit())
 		var inv adapters.Inventory
 		var err error
 		pg, canPing := p.q.(pinger)
@@ -1143,27 +1150,37 @@ func (p *probe) tick(ctx context.Context, now time.Time, drain bool) {
 		switch {
 		case ctx.Err() != nil:
 		case err == nil:
-			p.failing = time.Time{}
+			p.failing, p.fails = time.Time{}, 0
 			if !canPing || drain {
 				p.okAt, p.empty = now, inv.Empty()
 			}
 		case p.failing.IsZero():
-			p.failing, p.err = now, err
+			p.failing, p.err, p.fails = now, err, 1
 		default:
 			p.err = err
+			p.fails++
 		}
 	}()
+}
+
+// limit is how long one probe may take.
+func (p *probe) limit() time.Duration {
+	if p.timeout > 0 {
+		return p.timeout
+	}
+	return probeTimeout
 }
 
 // down returns since when the broker has not answered; zero: it answers.
 func (p *probe) down(now time.Time) (time.Time, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.failing.IsZero() {
+	switch {
+	case p.fails >= probeFails:
 		return p.failing, p.err
-	}
-	if p.running && now.Sub(p.started) > probeTimeout {
-		return p.started, fmt.Errorf("no answer within %s", probeTimeout)
+	case p.fails > 0 && p.running && now.Sub(p.started) > p.limit():
+		// The next probe is unanswered too.
+		return p.failing, fmt.Errorf("no answer within %s", p.limit())
 	}
 	return time.Time{}, nil
 }
@@ -1239,7 +1256,7 @@ func (r *run) silentNow(now time.Time) bool {
 	if r.probe == nil || !r.restart.IsZero() || now.Before(r.planned) || now.Before(r.clusterPlanned()) {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.probe.limit())
 	defer cancel()
 	var err error
 	if pg, ok := r.probe.q.(pinger); ok {
