@@ -55,6 +55,13 @@ func existingCluster(t *testing.T, kind, server string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// The servers run as their own users (rabbitmq, postgres): they must
+	// reach their directories below this one.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(script, "up", kind, dir)
 	cmd.Stderr = testLog{t}
 	// The script cleans up on SIGTERM, also when the test binary dies.
@@ -176,5 +183,48 @@ func TestExistingRedisThroughNFT(t *testing.T) {
 	}
 	runnertest.SeekViolation(t, "partition.minority on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, async, "partition.minority", seed)
+	})
+}
+
+// An existing RabbitMQ cluster of three nodes (pause_minority) with a quorum
+// queue: Raft elects a new leader when the leader's node is killed, and no
+// confirmed message is lost; a producer on a node cut off from the others
+// gets refusals or ambiguous outcomes, never a confirm that is later lost.
+// The queue's leader comes from control.status (the management API).
+func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
+	t.Parallel() // its own cluster, on its own loopback block and ports
+	raw := existingCluster(t, "rabbitmq", "rabbitmq-server")
+	quorum := existingTarget(t, raw, "existing-rabbitmq-quorum", "&queue-arguments.x-queue-type=quorum")
+	runnertest.SeekPasses(t, "durability.failover on an existing quorum queue", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, quorum, "durability.failover", seed)
+	})
+	runnertest.SeekPasses(t, "partition.minority on an existing quorum queue", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, quorum, "partition.minority", seed)
+	})
+}
+
+// An existing Postgres primary and hot standby, failed over by the script's
+// watchdog (standing in for Patroni: it promotes the standby that lost its
+// primary and rebuilds a deposed primary from a base backup): an
+// asynchronous standby promoted while streaming lags has not got the last
+// commits the primary acknowledged; a synchronous one has every one.
+func TestExistingPostgresThroughNFT(t *testing.T) {
+	t.Parallel() // its own clusters, on their own loopback blocks and ports
+	async := existingTarget(t, existingCluster(t, "postgres", "psql"), "existing-pg-async", "")
+	runnertest.SeekViolation(t, "durability.failover on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "durability.failover", seed)
+	})
+	sync := existingTarget(t, existingCluster(t, "postgres-sync", "psql"), "existing-pg-sync", "")
+	runnertest.SeekPasses(t, "durability.failover on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, sync, "durability.failover", seed)
+	})
+	if !extAll() {
+		return
+	}
+	runnertest.SeekViolation(t, "partition.minority on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "partition.minority", seed)
+	})
+	runnertest.SeekPasses(t, "partition.minority on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, sync, "partition.minority", seed)
 	})
 }
