@@ -164,8 +164,9 @@ status() {
       local ip leader n
       for n in $NODES; do
         ip=$(node_ip "$n")
+        # A quorum queue's "leader", else a classic queue's "node".
         leader=$(curl -s -m 2 -u "$RMQ_USER:$RMQ_PASS" "http://$ip:$(eval "echo \$MGMT_$n")/api/queues/%2F/${DURACHK_QUEUE:-none}" |
-          jq -r '.leader // .node // empty' 2>/dev/null) || continue
+          grep -o '"\(leader\|node\)":"[^"]*"' | sort | head -1 | sed 's/.*:"\(.*\)"/\1/') || continue
         [ -n "$leader" ] || continue
         for m in $NODES; do
           if [ "$leader" = "rabbit@$(node_ip "$m")" ]; then
@@ -562,7 +563,7 @@ up_rabbitmq() {
   # Every node running in one cluster.
   local ok=0
   for _ in $(seq 1 300); do
-    if [ "$(curl -s -m 2 -u "$RMQ_USER:$RMQ_PASS" "http://$IP_n1:$MGMT_n1/api/nodes" | jq '[.[] | select(.running)] | length' 2>/dev/null)" = 3 ]; then
+    if [ "$(curl -s -m 2 -u "$RMQ_USER:$RMQ_PASS" "http://$IP_n1:$MGMT_n1/api/nodes" | grep -o '"running":true' | wc -l)" = 3 ]; then
       ok=1
       break
     fi
@@ -590,11 +591,23 @@ write_env() {
   } >"$D/cluster.env"
 }
 
+# enc S: S percent-encoded for a URL's query.
+enc() {
+  local s=$1 out="" c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case "$c" in
+      [a-zA-Z0-9._~-]) out+=$c ;;
+      *) out+=$(printf '%%%02X' "'$c") ;;
+    esac
+  done
+  echo "$out"
+}
+
 # control_params: the control.* parameters for every node.
 control_params() {
   local self n enc
   self=$(readlink -f "$0")
-  enc() { jq -rn --arg v "$1" '$v|@uri'; }
   for n in $NODES; do
     for a in kill start partition heal lag unlag; do
       printf '&control.%s.%s=%s' "$n" "$a" "$(enc "$self ctl $D $a $n")"
