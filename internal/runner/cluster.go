@@ -419,6 +419,18 @@ func (c *clusterRun) control(ctx context.Context) {
 		}
 	}
 	events = append(events, lagEvents(c.cl, r.sc.Plan)...)
+	if targets.HasExternalCluster(r.spec) {
+		// An existing cluster's replication goes through no proxy of durachk:
+		// only a latency, and only with lag commands, is applied to it.
+		_, lags := c.cl.(targets.Lagger)
+		for _, f := range r.sc.Plan.Faults {
+			if f.Link == faults.LinkReplication && (f.Kind != faults.Latency || !lags) {
+				msg := fmt.Sprintf("not applied: %s on the replication link of an existing cluster (only a latency, through control.<node>.lag)", f.Kind)
+				c.record(history.Node, msg, "")
+				r.logf("%s", msg)
+			}
+		}
+	}
 	down := map[string]bool{}
 	fail := func(why string) {
 		c.mu.Lock()
