@@ -36,13 +36,15 @@ func extAll() bool { return os.Getenv("DURACHK_EXTCLUSTER_ALL") == "1" }
 // target URL it prints (for existingTarget). The script is stopped (SIGTERM: it
 // kills its nodes and removes its nftables table and files) at the end of the
 // test, and the test checks that it did.
-func existingCluster(t *testing.T, kind, server string) string {
+func existingCluster(t *testing.T, kind string, tools ...string) string {
 	t.Helper()
 	if os.Getenv("DURACHK_PG_URL") == "" {
 		t.Skip("DURACHK_PG_URL is not set: no effect store")
 	}
-	if _, err := exec.LookPath(server); err != nil {
-		t.Skipf("%s not found", server)
+	for _, tool := range append(tools, "setpriv", "ss", "flock") {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: cluster.sh up %s needs it", tool, kind)
+		}
 	}
 	if err := targets.CanPartitionKernel(); err != nil {
 		t.Skip(err)
@@ -169,7 +171,7 @@ func evaluateExisting(t *testing.T, tg *runner.Target, id string, seed uint64) c
 // none.
 func TestExistingRedisThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
-	raw := existingCluster(t, "redis", "redis-server")
+	raw := existingCluster(t, "redis", "redis-server", "redis-cli")
 	async := existingTarget(t, raw, "existing-redis-async", "")
 	runnertest.SeekViolation(t, "durability.failover on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, async, "durability.failover", seed)
@@ -193,7 +195,7 @@ func TestExistingRedisThroughNFT(t *testing.T) {
 // The queue's leader comes from control.status (the management API).
 func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
-	raw := existingCluster(t, "rabbitmq", "rabbitmq-server")
+	raw := existingCluster(t, "rabbitmq", "rabbitmq-server", "curl")
 	quorum := existingTarget(t, raw, "existing-rabbitmq-quorum", "&queue-arguments.x-queue-type=quorum")
 	runnertest.SeekPasses(t, "durability.failover on an existing quorum queue", 1, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, quorum, "durability.failover", seed)
