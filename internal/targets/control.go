@@ -214,7 +214,7 @@ func RunControl(ctx context.Context, s Spec, node, action string) error {
 // runControl is RunControl with env added to the command's environment (and
 // DURACHK_RUN_ID) and, if out is set, its standard output written to out (a
 // file: a daemon the command forks holds no pipe of ours).
-func runControl(ctx context.Context, s Spec, node, action string, env []string, out *os.File) error {
+func runControl(parent context.Context, s Spec, node, action string, env []string, out *os.File) error {
 	cmdline := s.ControlCommand(node, action)
 	what := "control." + action
 	if node != "" {
@@ -223,7 +223,7 @@ func runControl(ctx context.Context, s Spec, node, action string, env []string, 
 	if cmdline == "" {
 		return fmt.Errorf("%w: %s is not set", ErrControl, what)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.ControlTimeout())
+	ctx, cancel := context.WithTimeout(parent, s.ControlTimeout())
 	defer cancel()
 	cmd := exec.Command("sh", "-c", cmdline)
 	if s.RunID != "" {
@@ -252,6 +252,9 @@ func runControl(ctx context.Context, s Spec, node, action string, env []string, 
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		if parent.Err() != nil {
+			return fmt.Errorf("%w: %s: %w", ErrControl, what, parent.Err())
+		}
 		return fmt.Errorf("%w: %s did not finish within %s", ErrControl, what, s.ControlTimeout())
 	}
 }

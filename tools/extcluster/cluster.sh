@@ -5,7 +5,7 @@
 # and lag its nodes with kill(1) and nft(8). The tests of
 # internal/runner/clusters/extcluster_test.go run the cluster contracts on it.
 #
-#   cluster.sh up KIND DIR     KIND: redis (a primary, two replicas, three
+#   cluster.sh up KIND DIR     KIND: redis (a primary, a replica and three
 #                              Sentinels), postgres (a primary and a hot standby,
 #                              with a failover watchdog standing in for Patroni;
 #                              postgres-sync: the same with a synchronous
@@ -361,6 +361,7 @@ start_node() { # start_node NODE: the node's command, as this process's child
 }
 
 cleanup() {
+  local rc=$?
   trap - EXIT INT TERM HUP
   local p
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
@@ -370,7 +371,7 @@ cleanup() {
   [ -n "${TABLE:-}" ] && nft delete table inet "$TABLE" 2>/dev/null || true
   [ -n "${D:-}" ] && rm -rf "$D"
   if [ -n "${LOCKFILE:-}" ]; then rm -f "$LOCKFILE"; fi
-  exit 0
+  exit "$rc"
 }
 
 # claim_block: a /24 of 127/8 no live run holds, locked on fd 9 until exit.
@@ -394,13 +395,13 @@ claim_block() {
 
 up_redis() {
   local i n ip p
-  NODES="n1 n2 n3"
-  for i in 1 2 3; do
+  NODES="n1 n2"
+  for i in 1 2; do
     n=n$i ip=$BLOCK.$((10 + i)) p=$(free_port "$ip")
     eval "IP_$n=$ip PORT_$n=$p"
     NODE_IPS="${NODE_IPS:-} $ip"
   done
-  for i in 1 2 3; do
+  for i in 1 2; do
     n=n$i ip=$(node_ip $n) p=$(eval "echo \$PORT_$n")
     mkdir -p "$D/$n"
     {
@@ -453,7 +454,7 @@ up_redis() {
   # find each other through the primary's hello channel, every 2 s).
   for _ in $(seq 1 150); do
     local ok=1
-    for n in n2 n3; do
+    for n in n2; do
       redis-cli -h "$(node_ip $n)" -p "$(eval "echo \$PORT_$n")" info replication 2>/dev/null | grep -q 'master_link_status:up' || ok=0
     done
     for s in "${SENTINELS[@]}"; do
@@ -554,11 +555,11 @@ up_rabbitmq() {
   wait_tcp 127.0.0.1 "$EPMD_PORT" || die "epmd did not start"
   write_env
   start_node n1
-  wait_tcp "$IP_n1" "$PORT_n1" 120 || die "rabbitmq n1 did not start"
+  wait_tcp "$IP_n1" "$PORT_n1" 120 || die "rabbitmq n1 did not start: $(tail -5 "$D/n1"/log/*.log 2>&1)"
   start_node n2
   start_node n3
   for n in n2 n3; do
-    wait_tcp "$(node_ip $n)" "$(eval "echo \$PORT_$n")" 120 || die "rabbitmq $n did not start"
+    wait_tcp "$(node_ip $n)" "$(eval "echo \$PORT_$n")" 120 || die "rabbitmq $n did not start: $(tail -5 "$D/$n"/log/*.log 2>&1)"
   done
   # Every node running in one cluster.
   local ok=0

@@ -125,6 +125,9 @@ func existingTarget(t *testing.T, raw, name, knobs string) *runner.Target {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The effect store stays off the cluster the run faults (a Postgres
+	// target's store is its own server otherwise), as on a private cluster.
+	spec.StoreURL = os.Getenv("DURACHK_PG_URL")
 	if !targets.HasExternalCluster(spec) || !targets.CanPartitionNodes(spec) || !targets.CanLagNodes(spec) {
 		t.Fatalf("the script's control commands do not make an existing cluster that can be partitioned and lagged")
 	}
