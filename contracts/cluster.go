@@ -219,7 +219,7 @@ func needsPartitions(c adapters.Capabilities) string {
 		return why
 	}
 	if !c.NodePartitions {
-		return "durachk cannot cut this topology's nodes apart (an existing cluster: only its nodes' kill and start commands are known)"
+		return "durachk cannot cut this topology's nodes apart (an existing cluster without control.<node>.partition and .heal on every node)"
 	}
 	return ""
 }

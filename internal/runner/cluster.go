@@ -71,7 +71,22 @@ func (t *Target) describeCluster() {
 	}
 	targets.AdjustForCluster(t.Spec, &t.caps)
 	if targets.HasExternalCluster(t.Spec) {
-		t.caps.Notes = append(t.caps.Notes, "node faults through the control commands of an existing cluster: durachk can kill and start its nodes, not partition them or lag their replication")
+		can, cannot := []string{"kill and start its nodes"}, []string(nil)
+		if t.caps.NodePartitions {
+			can = append(can, "partition them")
+		} else {
+			cannot = append(cannot, "partition them (no control.<node>.partition and .heal on every node)")
+		}
+		if targets.CanLagNodes(t.Spec) {
+			can = append(can, "lag their replication")
+		} else {
+			cannot = append(cannot, "lag their replication (no control.<node>.lag and .unlag): the plans' replication lag is not applied")
+		}
+		note := "node faults through the control commands of an existing cluster: durachk can " + strings.Join(can, ", ")
+		if len(cannot) > 0 {
+			note += "; not " + strings.Join(cannot, ", nor ")
+		}
+		t.caps.Notes = append(t.caps.Notes, note)
 	}
 	if d := targets.DescribeCluster(t.Spec); d != "" {
 		t.measuredOn += ", private cluster: " + d
@@ -368,7 +383,26 @@ type nodeEvent struct {
 	at    time.Duration
 	f     faults.Fault
 	nodes []string // resolved: restarts and heals of earlier faults
-	kind  string   // "fault", "restart", "heal"
+	kind  string   // "fault", "restart", "heal", "lag", "unlag"
+}
+
+// lagEvents are the lag and its end of each latency on the replication
+// link, for a cluster that lags its replication by commands (targets.Lagger);
+// a private cluster's proxies follow the link's windows themselves.
+func lagEvents(cl targets.Cluster, plan faults.Plan) []nodeEvent {
+	if _, ok := cl.(targets.Lagger); !ok {
+		return nil
+	}
+	var out []nodeEvent
+	for _, f := range plan.Faults {
+		if f.Link == faults.LinkReplication && f.Kind == faults.Latency {
+			out = append(out, nodeEvent{at: f.At, f: f, kind: "lag"})
+			if f.For > 0 {
+				out = append(out, nodeEvent{at: f.At + f.For, f: f, kind: "unlag"})
+			}
+		}
+	}
+	return out
 }
 
 // control applies the plan's node faults at their times, then heals, restarts
@@ -382,6 +416,19 @@ func (c *clusterRun) control(ctx context.Context) {
 		last = max(last, f.At+f.For)
 		if faults.IsNodeFault(f.Kind) || f.Kind == faults.BrokerCrash {
 			events = append(events, nodeEvent{at: f.At, f: f, kind: "fault"})
+		}
+	}
+	events = append(events, lagEvents(c.cl, r.sc.Plan)...)
+	if targets.HasExternalCluster(r.spec) {
+		// An existing cluster's replication goes through no proxy of durachk:
+		// only a latency, and only with lag commands, is applied to it.
+		_, lags := c.cl.(targets.Lagger)
+		for _, f := range r.sc.Plan.Faults {
+			if f.Link == faults.LinkReplication && (f.Kind != faults.Latency || !lags) {
+				msg := fmt.Sprintf("not applied: %s on the replication link of an existing cluster (only a latency, through control.<node>.lag)", f.Kind)
+				c.record(history.Node, msg, "")
+				r.logf("%s", msg)
+			}
 		}
 	}
 	down := map[string]bool{}
@@ -423,6 +470,26 @@ func (c *clusterRun) control(ctx context.Context) {
 			for _, n := range ev.nodes {
 				c.record(history.Fault, "node_heal", n)
 			}
+			continue
+		case "lag":
+			nodes, err := c.cl.(targets.Lagger).Lag(ctx, ev.f.Delay, ev.f.Jitter)
+			for _, n := range nodes {
+				// As a private cluster's proxy records a delay on a node's
+				// replication link.
+				c.r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: string(faults.Latency), Key: faults.LinkReplication + ":" + n, Target: n})
+			}
+			if err != nil {
+				fail(fmt.Sprintf("replication lag: %v", err))
+				return
+			}
+			r.logf("replication lagged on %v", nodes)
+			continue
+		case "unlag":
+			if err := c.cl.(targets.Lagger).Unlag(ctx); err != nil {
+				fail(fmt.Sprintf("ending the replication lag: %v", err))
+				return
+			}
+			c.record(history.Node, "replication lag ended", "")
 			continue
 		}
 		f := ev.f
@@ -490,6 +557,12 @@ func (c *clusterRun) control(ctx context.Context) {
 	case <-time.After(time.Until(r.start.Add(last + r.clusterShift()))):
 	}
 	_ = c.cl.Heal()
+	if lg, ok := c.cl.(targets.Lagger); ok {
+		if err := lg.Unlag(ctx); err != nil {
+			fail(fmt.Sprintf("ending the replication lag at the heal: %v", err))
+			return
+		}
+	}
 	for n := range down {
 		if err := c.cl.Restart(ctx, n); err != nil {
 			fail(fmt.Sprintf("restart of %s at the heal: %v", n, err))

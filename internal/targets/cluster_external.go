@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/adapters/pg"
+	"github.com/durachk/durachk/adapters/rabbit"
 	rq "github.com/durachk/durachk/adapters/redis"
 	"github.com/durachk/durachk/faults"
 )
@@ -22,15 +23,22 @@ import (
 //
 //	control.<node>.kill=CMD  control.<node>.start=CMD  control.<node>.addr=HOST:PORT
 //
-// (control.go). Node faults go through those commands; the cluster elects its
-// new primary itself (Sentinel, Patroni, Raft): durachk only watches who is
-// primary, by asking the Sentinels (Redis) or every node (Redis without
-// Sentinels, Postgres). durachk cannot partition an existing cluster's nodes
-// or lag its replication: partition.minority is skipped there, and
-// durability.failover runs without the lag. RabbitMQ's queue leader cannot be
-// read over AMQP: a plan that picks "the primary" is unknown there. A node
-// durachk killed is started again at the heal, and at the end of the run
-// whatever happens.
+// and, where the deployment's fault engine can, the commands that cut a node
+// off and delay its replication (control.<node>.partition / .heal and
+// control.<node>.lag / .unlag) and the one that says who leads
+// (control.status; control.go). Node faults go through those commands: the
+// runner kills, partitions and lags through them at the plan's times, as it
+// does a private cluster's nodes through its processes, proxies and nftables,
+// and records the same fault windows. The cluster elects its new primary
+// itself (Sentinel, Patroni, Raft): durachk only watches who is primary, by
+// control.status, or else by asking the Sentinels (Redis) or every node
+// (Redis without Sentinels, Postgres). Without partition commands on every
+// node partition.minority and partition.client are skipped; without lag
+// commands durability.failover and fencing.failover run without the lag.
+// Without control.status a RabbitMQ queue's leader is unknown: a plan that
+// picks "the primary" is unknown there. A node durachk killed is started
+// again, and a node it cut off or lagged is healed, at the heal and at the end
+// of the run whatever happens.
 
 // externalNodes lists the nodes of s that have a kill, a start and an address.
 func externalNodes(s Spec) []string {
@@ -48,9 +56,52 @@ func externalNodes(s Spec) []string {
 // durachk can kill and start (at least two).
 func HasExternalCluster(s Spec) bool { return !HasPrivateCluster(s) && len(externalNodes(s)) >= 2 }
 
-// CanPartitionNodes reports whether runs of s can cut nodes apart: only a
-// private cluster's.
-func CanPartitionNodes(s Spec) bool { return HasPrivateCluster(s) && CanFaultNodes(s) == nil }
+// CanPartitionNodes reports whether runs of s can cut nodes apart: a private
+// cluster's, or an existing cluster's with partition and heal commands for
+// every node.
+func CanPartitionNodes(s Spec) bool {
+	if CanFaultNodes(s) != nil {
+		return false
+	}
+	if HasPrivateCluster(s) {
+		return true
+	}
+	return len(externalNodesWith(s, ActionPartition, ActionHeal)) == len(externalNodes(s))
+}
+
+// CanLagNodes reports whether runs of s lag an existing cluster's
+// replication through its control.<node>.lag commands.
+func CanLagNodes(s Spec) bool {
+	return HasExternalCluster(s) && len(externalNodesWith(s, ActionLag, ActionUnlag)) > 0
+}
+
+// externalNodesWith lists the existing cluster's nodes that have commands for
+// every one of actions.
+func externalNodesWith(s Spec, actions ...string) []string {
+	var out []string
+	for _, n := range externalNodes(s) {
+		ok := true
+		for _, a := range actions {
+			ok = ok && s.ControlCommand(n, a) != ""
+		}
+		if ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Lagger is a Cluster whose replication the run lags itself, at the planned
+// times of a latency on faults.LinkReplication, with commands (an existing
+// cluster's control.<node>.lag): a private cluster's proxies lag it from the
+// run's link windows instead.
+type Lagger interface {
+	// Lag delays the replication of every node it can, by about delay (plus
+	// up to jitter), and returns those nodes.
+	Lag(ctx context.Context, delay, jitter time.Duration) ([]string, error)
+	// Unlag ends every delay Lag began. Idempotent.
+	Unlag(ctx context.Context) error
+}
 
 type externalCluster struct {
 	s       Spec
@@ -59,11 +110,19 @@ type externalCluster struct {
 	proxies proxySet
 	pinned  map[string]*faults.Proxy
 
-	mu   sync.Mutex
-	down map[string]bool
+	mu     sync.Mutex
+	down   map[string]bool
+	cut    []string // nodes partitioned by control.<node>.partition, not healed yet
+	lagged []string // nodes lagged by control.<node>.lag, not unlagged yet
 }
 
+// laggingExternal is an existing cluster with lag commands: a Lagger.
+type laggingExternal struct{ *externalCluster }
+
+var _ Lagger = laggingExternal{}
+
 func attachExternalCluster(_ context.Context, s Spec, env ClusterEnv) (Cluster, Spec, error) {
+	s.RunID = env.RunID
 	c := &externalCluster{s: s, env: env, nodes: externalNodes(s), pinned: map[string]*faults.Proxy{}, down: map[string]bool{}}
 	for _, n := range c.nodes {
 		p, err := c.proxies.start(&faults.Proxy{Upstream: c.addr(n)})
@@ -72,6 +131,9 @@ func attachExternalCluster(_ context.Context, s Spec, env ClusterEnv) (Cluster, 
 			return nil, s, err
 		}
 		c.pinned[n] = p
+	}
+	if CanLagNodes(s) {
+		return laggingExternal{c}, s, nil
 	}
 	return c, s, nil
 }
@@ -125,8 +187,23 @@ func (c *externalCluster) byAddr(addr string) string {
 	return ""
 }
 
-// Primary asks the cluster: the Sentinels, or every node.
+// Primary asks control.status, or else the cluster: the Sentinels, or every
+// node.
 func (c *externalCluster) Primary(ctx context.Context) (string, error) {
+	if c.s.ControlCommand("", ActionStatus) != "" {
+		var env []string
+		if c.s.Kind == "amqp" {
+			env = append(env, "DURACHK_QUEUE="+rabbit.QueueName(c.env.RunID))
+		}
+		n, err := ControlLeader(ctx, c.s, env...)
+		if err != nil || n == "" {
+			return "", err
+		}
+		if !slices.Contains(c.nodes, n) {
+			return "", fmt.Errorf("control.status names %q as leader, which is no node with control commands (%v)", n, c.nodes)
+		}
+		return n, nil
+	}
 	switch c.s.Kind {
 	case "redis":
 		if rq.IsSentinelURL(c.s.URL) {
@@ -256,11 +333,72 @@ func (c *externalCluster) nodeReady(ctx context.Context, n string) error {
 
 func (c *externalCluster) Failover(context.Context) (string, error) { return "", ErrAutomaticFailover }
 
-func (c *externalCluster) Partition([]string) error {
-	return errors.New("durachk cannot partition the nodes of a cluster it did not start")
+// Partition runs control.<node>.partition for each of nodes.
+func (c *externalCluster) Partition(nodes []string) error {
+	for _, n := range nodes {
+		if c.s.ControlCommand(n, ActionPartition) == "" {
+			return fmt.Errorf("existing cluster: node %s has no control.%s.partition", n, n)
+		}
+	}
+	for _, n := range nodes {
+		c.mu.Lock()
+		if !slices.Contains(c.cut, n) {
+			c.cut = append(c.cut, n)
+		}
+		c.mu.Unlock()
+		if err := RunControl(context.Background(), c.s, n, ActionPartition); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (c *externalCluster) Heal() error { return nil }
+// Heal runs control.<node>.heal for every node Partition cut off.
+func (c *externalCluster) Heal() error {
+	c.mu.Lock()
+	cut := c.cut
+	c.cut = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, n := range cut {
+		errs = append(errs, RunControl(context.Background(), c.s, n, ActionHeal))
+	}
+	return errors.Join(errs...)
+}
+
+// Lag runs control.<node>.lag on every node that has one, with the planned
+// delay in its environment.
+func (c laggingExternal) Lag(ctx context.Context, delay, jitter time.Duration) ([]string, error) {
+	env := []string{fmt.Sprintf("DURACHK_LAG_DELAY_MS=%d", delay.Milliseconds()), fmt.Sprintf("DURACHK_LAG_JITTER_MS=%d", jitter.Milliseconds())}
+	var done []string
+	for _, n := range externalNodesWith(c.s, ActionLag, ActionUnlag) {
+		c.mu.Lock()
+		if !slices.Contains(c.lagged, n) {
+			c.lagged = append(c.lagged, n)
+		}
+		c.mu.Unlock()
+		if err := runControl(ctx, c.s, n, ActionLag, env, nil); err != nil {
+			return done, err
+		}
+		done = append(done, n)
+	}
+	return done, nil
+}
+
+// Unlag runs control.<node>.unlag for every node Lag lagged.
+func (c laggingExternal) Unlag(ctx context.Context) error { return c.unlag(ctx) }
+
+func (c *externalCluster) unlag(ctx context.Context) error {
+	c.mu.Lock()
+	lagged := c.lagged
+	c.lagged = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, n := range lagged {
+		errs = append(errs, RunControl(ctx, c.s, n, ActionUnlag))
+	}
+	return errors.Join(errs...)
+}
 
 // Settle waits until the target's URL serves requests and, where durachk can
 // tell, a primary is known and up.
@@ -269,7 +407,7 @@ func (c *externalCluster) Settle(ctx context.Context) error {
 		if err := Ready(ctx, c.s); err != nil {
 			return fmt.Errorf("the cluster's URL: %s", scrubURL(err.Error(), c.s.URL))
 		}
-		if c.s.Kind == "amqp" {
+		if c.s.Kind == "amqp" && c.s.ControlCommand("", ActionStatus) == "" {
 			return nil
 		}
 		p, err := c.Primary(ctx)
@@ -294,9 +432,17 @@ func (c *externalCluster) Unpin(ctx context.Context) error {
 	return nil
 }
 
-// Stop starts again every node durachk killed and left down (a cancelled
-// run), and closes durachk's proxies. It never stops the cluster.
+// Stop heals and unlags what durachk cut off or lagged, starts again every
+// node it killed and left down (a cancelled run), and closes durachk's
+// proxies. It never stops the cluster.
 func (c *externalCluster) Stop() error {
+	var errs []error
+	if err := c.Heal(); err != nil {
+		errs = append(errs, fmt.Errorf("healing the nodes the run cut off: %w", err))
+	}
+	if err := c.unlag(context.Background()); err != nil {
+		errs = append(errs, fmt.Errorf("ending the run's replication lag: %w", err))
+	}
 	c.mu.Lock()
 	var down []string
 	for n := range c.down {
@@ -304,7 +450,6 @@ func (c *externalCluster) Stop() error {
 	}
 	c.mu.Unlock()
 	sort.Strings(down)
-	var errs []error
 	for _, n := range down {
 		if err := c.Restart(context.Background(), n); err != nil {
 			errs = append(errs, fmt.Errorf("node %s, killed by the run, could not be started again: %w", n, err))

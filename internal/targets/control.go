@@ -1,7 +1,8 @@
 package targets
 
 // Broker control commands: how durachk kills, starts, pauses and resumes a
-// broker it did not start (a compose container, a VM's service).
+// broker it did not start (a compose container, a VM's service), and how it
+// faults the nodes of a cluster it did not start (cluster_external.go).
 //
 //	control.kill=CMD     ends the broker as a crash would (docker kill -s KILL c)
 //	control.start=CMD    starts it again on the same data and returns (docker start c);
@@ -9,17 +10,35 @@ package targets
 //	control.pause=CMD    freezes it (docker pause c)
 //	control.resume=CMD   ends a pause (docker unpause c)
 //	control.timeout=DUR  the limit of each command (default 60s)
-//	control.<node>.<action>=CMD  the same for one node of a cluster
+//	control.<node>.<action>=CMD  the same for one node of a cluster, and:
 //	control.<node>.addr=HOST:PORT the node's address as its cluster names it
-//	                     (cluster_external.go: durachk asks who is primary)
+//	                     (durachk asks who is primary; not a command)
+//	control.<node>.partition=CMD  cuts the node off from the other nodes and
+//	                     from the clients outside the minority
+//	control.<node>.heal=CMD       undoes that node's partition
+//	control.<node>.lag=CMD        delays the node's replication link
+//	control.<node>.unlag=CMD      ends that delay
+//	control.status=CMD   prints who leads: a line "leader <node>" ("leader -"
+//	                     or no such line: none known). Without it durachk asks
+//	                     the broker's own API where it can (the Sentinels, every
+//	                     Redis or Postgres node); a RabbitMQ queue's leader it
+//	                     learns only from control.status.
+//
+// Pairs go together (kill with start, pause with resume, partition with heal,
+// lag with unlag). Every command gets in its environment DURACHK_RUN_ID (the
+// run's id), and control.status also DURACHK_QUEUE (the run's work queue,
+// whose leader it prints on RabbitMQ); control.<node>.lag gets the planned
+// delay as DURACHK_LAG_DELAY_MS and DURACHK_LAG_JITTER_MS, which a command
+// that cannot delay by an amount (a packet-loss lag) may ignore.
 //
 // In durachk.yaml they are nested keys: control: {kill: ..., start: ...}.
 // Each command runs with sh -c in a process group of its own, killed at its
-// timeout; its output goes nowhere (it may hold secrets), and the commands
-// themselves are treated as credentials: redacted from URLs, kept out of
-// reports and out of the worker processes' configuration. With kill and
-// start the target can kill its broker (durability.ack runs on it); kill is
-// checked: the broker must stop answering.
+// timeout; its output goes nowhere (it may hold secrets; control.status's
+// standard output is read for its leader line and never shown), and the
+// commands themselves are treated as credentials: redacted from URLs, kept
+// out of reports and out of the worker processes' configuration. With kill
+// and start the target can kill its broker (durability.ack runs on it); kill
+// is checked: the broker must stop answering.
 
 import (
 	"context"
@@ -27,6 +46,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -46,6 +66,14 @@ const (
 	ActionStart  = "start"
 	ActionPause  = "pause"
 	ActionResume = "resume"
+	// Per node only: cut the node off and undo it; delay its replication
+	// and undo it.
+	ActionPartition = "partition"
+	ActionHeal      = "heal"
+	ActionLag       = "lag"
+	ActionUnlag     = "unlag"
+	// ActionStatus is the cluster's, not a node's: it prints "leader <node>".
+	ActionStatus = "status"
 	// ActionAddr is not a command: control.<node>.addr is the node's address.
 	ActionAddr = "addr"
 )
@@ -92,8 +120,14 @@ func parseControl(u *url.URL) (map[string]string, error) {
 				q.Del(k)
 				continue
 			}
-			if !oneOf(action, ActionKill, ActionStart, ActionPause, ActionResume) {
-				return nil, fmt.Errorf("%w: unknown setting %q (control actions: kill, start, pause, resume; and control.timeout)", ErrBadTarget, k)
+			if !oneOf(action, ActionKill, ActionStart, ActionPause, ActionResume, ActionPartition, ActionHeal, ActionLag, ActionUnlag, ActionStatus) {
+				return nil, fmt.Errorf("%w: unknown setting %q (control actions: kill, start, pause, resume; per node also partition, heal, lag, unlag and addr; control.status and control.timeout)", ErrBadTarget, k)
+			}
+			if perNode && action == ActionStatus {
+				return nil, fmt.Errorf("%w: %s: status is the cluster's (control.status), not a node's", ErrBadTarget, k)
+			}
+			if !perNode && oneOf(action, ActionPartition, ActionHeal, ActionLag, ActionUnlag) {
+				return nil, fmt.Errorf("%w: %s: %s is a node's: control.<node>.%s", ErrBadTarget, k, action, action)
 			}
 			if strings.TrimSpace(v) == "" {
 				return nil, fmt.Errorf("%w: %s is empty", ErrBadTarget, k)
@@ -110,7 +144,7 @@ func parseControl(u *url.URL) (map[string]string, error) {
 		if p != "" {
 			p += "."
 		}
-		for _, pair := range [][2]string{{ActionKill, ActionStart}, {ActionPause, ActionResume}} {
+		for _, pair := range [][2]string{{ActionKill, ActionStart}, {ActionPause, ActionResume}, {ActionPartition, ActionHeal}, {ActionLag, ActionUnlag}} {
 			_, has0 := out[p+pair[0]]
 			_, has1 := out[p+pair[1]]
 			if has0 && !has1 {
@@ -129,7 +163,7 @@ func parseControl(u *url.URL) (map[string]string, error) {
 func controlNodes(c map[string]string) []string {
 	seen := map[string]bool{}
 	for k := range c {
-		if k == "timeout" {
+		if k == "timeout" || k == ActionStatus {
 			continue
 		}
 		node, _, perNode := strings.Cut(k, ".")
@@ -174,6 +208,13 @@ var ErrControl = errors.New("control command")
 // group of its own that is killed at the timeout. Its output is discarded: it
 // may hold secrets. The error names the action, never the command.
 func RunControl(ctx context.Context, s Spec, node, action string) error {
+	return runControl(ctx, s, node, action, nil, nil)
+}
+
+// runControl is RunControl with env added to the command's environment (and
+// DURACHK_RUN_ID) and, if out is set, its standard output written to out (a
+// file: a daemon the command forks holds no pipe of ours).
+func runControl(parent context.Context, s Spec, node, action string, env []string, out *os.File) error {
 	cmdline := s.ControlCommand(node, action)
 	what := "control." + action
 	if node != "" {
@@ -182,11 +223,20 @@ func RunControl(ctx context.Context, s Spec, node, action string) error {
 	if cmdline == "" {
 		return fmt.Errorf("%w: %s is not set", ErrControl, what)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.ControlTimeout())
+	ctx, cancel := context.WithTimeout(parent, s.ControlTimeout())
 	defer cancel()
 	cmd := exec.Command("sh", "-c", cmdline)
+	if s.RunID != "" {
+		env = append(env, "DURACHK_RUN_ID="+s.RunID)
+	}
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Stdin, stdout and stderr are /dev/null: a daemon the command forks holds
 	// no pipe of ours, and no output can leak.
+	if out != nil {
+		cmd.Stdout = out
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrControl, what, err)
@@ -202,8 +252,42 @@ func RunControl(ctx context.Context, s Spec, node, action string) error {
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		if parent.Err() != nil {
+			return fmt.Errorf("%w: %s: %w", ErrControl, what, parent.Err())
+		}
 		return fmt.Errorf("%w: %s did not finish within %s", ErrControl, what, s.ControlTimeout())
 	}
+}
+
+// ControlLeader runs control.status (with env added to its environment) and
+// returns the node its line "leader <node>" names: "" for "leader -" or no
+// such line. Nothing else of its output is kept or shown.
+func ControlLeader(ctx context.Context, s Spec, env ...string) (string, error) {
+	f, err := os.CreateTemp("", "durachk-status-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := runControl(ctx, s, "", ActionStatus, env, f); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return "", err
+	}
+	return leaderLine(string(b[:min(len(b), 64<<10)])), nil
+}
+
+// leaderLine reads "leader <node>" from a status command's output.
+func leaderLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "leader" && f[1] != "-" && nodeRE.MatchString(f[1]) {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // readyKinds says, per kind, whether the broker at s.URL accepts connections

@@ -39,6 +39,12 @@ func TestParseControl(t *testing.T) {
 		{"empty command", q("control.kill", " ", "control.start", "s"), nil, "control.kill is empty", false},
 		{"bad timeout", q("control.kill", "k", "control.start", "s", "control.timeout", "soon"), nil, "control.timeout", false},
 		{"twice", q("control.kill", "a", "control.kill", "b", "control.start", "s"), nil, "given 2 times", false},
+		{"node faults and status", q("control.n1.partition", "p", "control.n1.heal", "h", "control.n1.lag", "l", "control.n1.unlag", "u", "control.status", "st"),
+			map[string]string{"n1.partition": "p", "n1.heal": "h", "n1.lag": "l", "n1.unlag": "u", "status": "st"}, "", false},
+		{"partition without heal", q("control.n1.partition", "p"), nil, "control.n1.partition needs control.n1.heal", false},
+		{"unlag without lag", q("control.n2.unlag", "u"), nil, "control.n2.unlag needs control.n2.lag", false},
+		{"a broker's partition", q("control.partition", "p", "control.heal", "h"), nil, "is a node's: control.<node>.", false},
+		{"a node's status", q("control.n1.status", "st"), nil, "status is the cluster's", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,5 +142,120 @@ func TestControlKillNeedsAnotherStore(t *testing.T) {
 	s.StoreURL = "postgres://postgres@127.0.0.1:5433/store"
 	if err := CanKillBroker(s); err != nil {
 		t.Errorf("CanKillBroker with a store elsewhere: %v", err)
+	}
+}
+
+// An existing cluster's node faults go through its commands: partition and
+// heal per node, lag and unlag on every node that has them (with the planned
+// delay in their environment), the leader from control.status (with the run's
+// queue for RabbitMQ), and Stop heals and unlags what a run left cut or lagged.
+func TestExternalClusterFaultCommands(t *testing.T) {
+	dir := t.TempDir()
+	logf := filepath.Join(dir, "log")
+	v := url.Values{}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		v.Set("control."+n+".kill", "true")
+		v.Set("control."+n+".start", "true")
+		v.Set("control."+n+".addr", "127.0.0.1:1")
+		v.Set("control."+n+".partition", "echo "+n+" partition $DURACHK_RUN_ID >> "+logf)
+		v.Set("control."+n+".heal", "echo "+n+" heal >> "+logf)
+		if n != "n3" {
+			v.Set("control."+n+".lag", "echo "+n+" lag $DURACHK_LAG_DELAY_MS $DURACHK_LAG_JITTER_MS >> "+logf)
+			v.Set("control."+n+".unlag", "echo "+n+" unlag >> "+logf)
+		}
+	}
+	v.Set("control.status", "echo some noise; echo \"queue $DURACHK_QUEUE\" >> "+logf+"; echo leader n2")
+	s, err := Parse("amqp://guest:guest@127.0.0.1:1/?" + v.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !HasExternalCluster(s) || !CanPartitionNodes(s) || !CanLagNodes(s) {
+		t.Fatalf("HasExternalCluster %v, CanPartitionNodes %v, CanLagNodes %v: want all", HasExternalCluster(s), CanPartitionNodes(s), CanLagNodes(s))
+	}
+	cl, _, err := StartCluster(context.Background(), s, ClusterEnv{RunID: "abcd1234", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, ok := cl.(Lagger)
+	if !ok {
+		t.Fatal("an existing cluster with lag commands is not a Lagger")
+	}
+	ctx := context.Background()
+	if p, err := cl.Primary(ctx); err != nil || p != "n2" {
+		t.Fatalf("Primary = %q, %v; want n2 from control.status", p, err)
+	}
+	if err := cl.Partition([]string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Heal(); err != nil { // nothing cut: nothing run
+		t.Fatal(err)
+	}
+	lagged, err := lg.Lag(ctx, 200*time.Millisecond, 50*time.Millisecond)
+	if err != nil || strings.Join(lagged, ",") != "n1,n2" {
+		t.Fatalf("Lag = %v, %v; want n1,n2 (n3 has no lag command)", lagged, err)
+	}
+	if err := lg.Unlag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A run that ends while n3 is cut off and replication lags.
+	if err := cl.Partition([]string{"n3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lg.Lag(ctx, time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "queue durachk.abcd1234\nn1 partition abcd1234\nn1 heal\nn1 lag 200 50\nn2 lag 200 50\nn1 unlag\nn2 unlag\n" +
+		"n3 partition abcd1234\nn1 lag 1000 0\nn2 lag 1000 0\nn3 heal\nn1 unlag\nn2 unlag\n"
+	if string(b) != want {
+		t.Errorf("commands run:\n%s\nwant:\n%s", b, want)
+	}
+
+	// Without partition commands on every node, or without lag commands, the
+	// cluster cannot be partitioned or lagged; a status naming no node is an error.
+	v.Del("control.n3.partition")
+	v.Del("control.n3.heal")
+	for _, n := range []string{"n1", "n2"} {
+		v.Del("control." + n + ".lag")
+		v.Del("control." + n + ".unlag")
+	}
+	v.Set("control.status", "echo leader n9")
+	s, err = Parse("redis://127.0.0.1:1/0?" + v.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CanPartitionNodes(s) || CanLagNodes(s) {
+		t.Errorf("CanPartitionNodes %v, CanLagNodes %v without the commands on every node", CanPartitionNodes(s), CanLagNodes(s))
+	}
+	cl, _, err = StartCluster(context.Background(), s, ClusterEnv{RunID: "abcd1234", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	if _, ok := cl.(Lagger); ok {
+		t.Error("an existing cluster without lag commands is a Lagger")
+	}
+	if err := cl.Partition([]string{"n3"}); err == nil || !strings.Contains(err.Error(), "no control.n3.partition") {
+		t.Errorf("Partition of a node without the command: %v", err)
+	}
+	if _, err := cl.Primary(ctx); err == nil || !strings.Contains(err.Error(), "n9") {
+		t.Errorf("Primary from a status naming no node: %v", err)
+	}
+}
+
+func TestLeaderLine(t *testing.T) {
+	for out, want := range map[string]string{"leader n1\n": "n1", "x\nleader  n2 \n": "n2", "leader -\n": "", "": "", "leader\n": "", "leader a b\n": "", "leader N1": ""} {
+		if got := leaderLine(out); got != want {
+			t.Errorf("leaderLine(%q) = %q, want %q", out, got, want)
+		}
 	}
 }

@@ -1,0 +1,257 @@
+package clusters_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
+	"github.com/durachk/durachk/internal/targets"
+)
+
+// The cluster contracts on clusters durachk did not start. Each test starts a
+// topology itself, outside durachk, with tools/extcluster/cluster.sh (every
+// node a child of that script, which is the test's child, on its own
+// loopback address 127.0.B.x; ports and directories of its own), and hands
+// durachk only the target URL and the control commands the script prints:
+// kill and start through the script, partition and lag with nft. The
+// verdicts must be those of the private clusters (cluster_test.go).
+//
+// CI runs Redis's cheapest cases, a violation (asynchronous failover) and a
+// pass (WAIT 1). DURACHK_EXTCLUSTER_ALL=1 runs every case, Postgres's and
+// RabbitMQ's too, which do not give the private clusters' verdicts yet (see
+// their tests). Each seeks across seeds: what a real cluster exposes depends
+// on timing.
+
+// extAll says whether the cases left out of CI run too.
+func extAll() bool { return os.Getenv("DURACHK_EXTCLUSTER_ALL") == "1" }
+
+// existingCluster starts tools/extcluster/cluster.sh up kind and returns the
+// target URL it prints (for existingTarget). The script is stopped (SIGTERM: it
+// kills its nodes and removes its nftables table and files) at the end of the
+// test, and the test checks that it did.
+func existingCluster(t *testing.T, kind string, tools ...string) string {
+	t.Helper()
+	if os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skip("DURACHK_PG_URL is not set: no effect store")
+	}
+	for _, tool := range append(tools, "setpriv", "ss", "flock") {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: cluster.sh up %s needs it", tool, kind)
+		}
+	}
+	if err := targets.CanPartitionKernel(); err != nil {
+		t.Skip(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("nft needs root")
+	}
+	script, err := filepath.Abs("../../../tools/extcluster/cluster.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The servers run as their own users (rabbitmq, postgres): they must
+	// reach their directories below this one.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(script, "up", kind, dir)
+	cmd.Stderr = testLog{t}
+	// The script cleans up on SIGTERM, also when the test binary dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("cluster.sh did not end 30 s after SIGTERM")
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+			t.Errorf("cluster.sh left %v", left)
+		}
+		if b, err := exec.Command("nft", "list", "tables").Output(); err == nil && strings.Contains(string(b), "durachk_x") {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "durachk_x") {
+					t.Logf("an nftables table of an existing cluster is still there (this test's or a concurrent one's): %s", l)
+				}
+			}
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatalf("cluster.sh up %s printed no target: %v", kind, <-exited)
+		}
+		return l
+	case <-time.After(runnertest.Loaded(3 * time.Minute)):
+		t.Fatalf("cluster.sh up %s: no target after 3 minutes", kind)
+	}
+	return ""
+}
+
+// existingTarget is the target of the cluster at raw (existingCluster), named
+// name, with knobs added.
+func existingTarget(t *testing.T, raw, name, knobs string) *runner.Target {
+	t.Helper()
+	spec, err := targets.Parse(raw + "&name=" + name + knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The effect store stays off the cluster the run faults (a Postgres
+	// target's store is its own server otherwise), as on a private cluster.
+	spec.StoreURL = os.Getenv("DURACHK_PG_URL")
+	if !targets.HasExternalCluster(spec) || !targets.CanPartitionNodes(spec) || !targets.CanLagNodes(spec) {
+		t.Fatalf("the script's control commands do not make an existing cluster that can be partitioned and lagged")
+	}
+	tg, err := runner.New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Log = testLog{t}
+	if c := tg.Capabilities(); !c.NodeFaults || !c.NodePartitions {
+		t.Fatalf("capabilities %+v: want node faults and partitions", c)
+	}
+	return tg
+}
+
+// evaluateExisting is evaluateCluster with the checks of an existing
+// cluster's run: its node faults went through the control commands.
+func evaluateExisting(t *testing.T, tg *runner.Target, id string, seed uint64) contracts.Result {
+	t.Helper()
+	r := evaluateCluster(t, tg, id, seed, "")
+	if r.Verdict == contracts.Skipped {
+		t.Fatalf("%s skipped on an existing cluster with every control command: %s", id, r.Reason)
+	}
+	if r.Cluster != nil && !strings.HasPrefix(r.Cluster.Topology, "attached: existing") {
+		t.Errorf("%s ran on %q, not the existing cluster", id, r.Cluster.Topology)
+	}
+	switch id {
+	case "durability.failover":
+		// The kill and the lag went through the commands.
+		if r.Verdict != contracts.Unknown && (r.Stats.Faults["node_kill"] == 0 || r.Stats.Faults["latency"] == 0) {
+			t.Errorf("%s seed %d: faults %v, want a node kill and the replication lag", id, r.Seed, r.Stats.Faults)
+		}
+	case "partition.minority":
+		if r.Verdict != contracts.Unknown && (r.Stats.Faults["node_partition"] == 0 || r.Stats.Faults["node_heal"] == 0) {
+			t.Errorf("%s seed %d: faults %v, want a partition and its heal", id, r.Seed, r.Stats.Faults)
+		}
+	}
+	return r
+}
+
+// An existing Sentinel-managed Redis (a primary, two replicas, three
+// Sentinels): asynchronous replication loses acknowledged enqueues when its
+// primary is killed while replication lags, and when it is cut off from the
+// others while a client still writes to it; with WAIT 1 the failover loses
+// none.
+func TestExistingRedisThroughNFT(t *testing.T) {
+	t.Parallel() // its own cluster, on its own loopback block and ports
+	raw := existingCluster(t, "redis", "redis-server", "redis-cli")
+	async := existingTarget(t, raw, "existing-redis-async", "")
+	runnertest.SeekViolation(t, "durability.failover on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "durability.failover", seed)
+	})
+	wait1 := existingTarget(t, raw, "existing-redis-wait1", "&wait.replicas=1&wait.timeout=1s")
+	runnertest.SeekPasses(t, "durability.failover on an existing redis with WAIT 1", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, wait1, "durability.failover", seed)
+	})
+	if !extAll() {
+		return
+	}
+	runnertest.SeekViolation(t, "partition.minority on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "partition.minority", seed)
+	})
+}
+
+// An existing RabbitMQ cluster of three nodes (pause_minority) with a quorum
+// queue: Raft elects a new leader when the leader's node is killed, and no
+// confirmed message is lost; a producer on a node cut off from the others
+// gets refusals or ambiguous outcomes, never a confirm that is later lost.
+// The queue's leader comes from control.status (the management API).
+//
+// Not in CI yet (DURACHK_EXTCLUSTER_ALL=1 runs it): on 2026-12-03 the
+// script's second node did not start (no log written; the first did), which
+// is not understood yet.
+func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
+	t.Parallel() // its own cluster, on its own loopback block and ports
+	if !extAll() {
+		t.Skip("DURACHK_EXTCLUSTER_ALL is not 1: the script's RabbitMQ cluster does not start yet (see the comment)")
+	}
+	raw := existingCluster(t, "rabbitmq", "rabbitmq-server", "curl")
+	quorum := existingTarget(t, raw, "existing-rabbitmq-quorum", "&queue-arguments.x-queue-type=quorum")
+	runnertest.SeekPasses(t, "durability.failover on an existing quorum queue", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, quorum, "durability.failover", seed)
+	})
+	if !extAll() {
+		return
+	}
+	runnertest.SeekPasses(t, "partition.minority on an existing quorum queue", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, quorum, "partition.minority", seed)
+	})
+}
+
+// An existing Postgres primary and hot standby, failed over by the script's
+// watchdog (standing in for Patroni: it promotes the standby that lost its
+// primary and rebuilds a deposed primary from a base backup): an
+// asynchronous standby promoted while streaming lags has not got the last
+// commits the primary acknowledged; a synchronous one has every one.
+//
+// Not in CI yet (DURACHK_EXTCLUSTER_ALL=1 runs it): measured once on
+// 2026-12-03, the asynchronous case raised lost only on seed 5 of 5 (seed 2
+// unknown: the final read found no queue), and the synchronous one raised
+// preempted ×1 (a lease handed out again while its holder was alive), which
+// the private cluster does not; the watchdog's timing is the likely cause and
+// is not understood yet.
+func TestExistingPostgresThroughNFT(t *testing.T) {
+	t.Parallel() // its own clusters, on their own loopback blocks and ports
+	if !extAll() {
+		t.Skip("DURACHK_EXTCLUSTER_ALL is not 1: the existing Postgres pair's verdicts are not yet those of the private one (see the comment)")
+	}
+	async := existingTarget(t, existingCluster(t, "postgres", "psql"), "existing-pg-async", "")
+	runnertest.SeekViolation(t, "durability.failover on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "durability.failover", seed)
+	})
+	sync := existingTarget(t, existingCluster(t, "postgres-sync", "psql"), "existing-pg-sync", "")
+	runnertest.SeekPasses(t, "durability.failover on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, sync, "durability.failover", seed)
+	})
+	if !extAll() {
+		return
+	}
+	runnertest.SeekViolation(t, "partition.minority on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, async, "partition.minority", seed)
+	})
+	runnertest.SeekPasses(t, "partition.minority on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
+		return evaluateExisting(t, sync, "partition.minority", seed)
+	})
+}
