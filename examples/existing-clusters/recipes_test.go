@@ -862,6 +862,28 @@ func checkK8sScripts(t tree, k *k8s) []error {
 	return errs
 }
 
+// checkK8sStatus: every pod status.sh names (in its loops and execs) is a
+// pod of the manifests, with the container it names.
+func checkK8sStatus(t tree, k *k8s) []error {
+	var errs []error
+	src := t.files[dirK8s+"/status.sh"]
+	for _, name := range regexp.MustCompile(`\b(?:redis-sentinel|redis|pg|rabbit)-[0-9]+\b`).FindAllString(src, -1) {
+		if k.pods[name] == nil {
+			errs = append(errs, fmt.Errorf("%s/status.sh names pod %s, which no StatefulSet makes", dirK8s, name))
+		}
+	}
+	for _, m := range regexp.MustCompile(`ex "\$(?:n|s)" -c ([a-z0-9-]+) --`).FindAllStringSubmatch(src, -1) {
+		found := false
+		for _, p := range k.pods {
+			found = found || slices.Contains(p.containers, m[1])
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("%s/status.sh execs into container %s, which no pod has", dirK8s, m[1]))
+		}
+	}
+	return errs
+}
+
 // ---- plain hosts ----
 
 type hostNode struct{ group, name, dest, addr, port, unit string }
@@ -1108,6 +1130,7 @@ func checkRecipes(t tree, scratch string, runHosts bool) []error {
 	errs = append(errs, k.checkChaos(t)...)
 	errs = append(errs, checkK8sConfig(t, k)...)
 	errs = append(errs, checkK8sScripts(t, k)...)
+	errs = append(errs, checkK8sStatus(t, k)...)
 	errs = append(errs, checkHosts(t, scratch, runHosts)...)
 	errs = append(errs, checkDoc(t)...)
 	return append(errs, checkScripts(t)...)
@@ -1167,6 +1190,8 @@ func TestRecipesRejects(t *testing.T) {
 		{"addr on a port nothing serves", k + "durachk.yaml", "addr: rabbit-1.rabbit.durachk.svc.cluster.local:5672", "addr: rabbit-1.rabbit.durachk.svc.cluster.local:5673", "no containerPort"},
 		{"status of another broker", k + "durachk.yaml", "status.sh postgres", "status.sh redis", "want sh examples/existing-clusters/kubernetes/status.sh postgres"},
 		{"store on a node", k + "durachk.yaml", "durachk-store-0.durachk-store.durachk.svc.cluster.local", "pg-0.pg.durachk.svc.cluster.local", "outside every partition"},
+		{"status of a pod that is not there", k + "status.sh", "for n in pg-0 pg-1; do", "for n in pg-0 pg-2; do", "names pod pg-2"},
+		{"status in a container that is not there", k + "status.sh", `ex "$n" -c rabbitmq --`, `ex "$n" -c rabbit --`, "container rabbit,"},
 		{"script drifts from compose's", "compose/clusters/pg-watcher.sh", `"$misses" -ge 4`, `"$misses" -ge 8`, "differs from compose/clusters/pg-watcher.sh"},
 		{"host command on another node", dirHosts + "/durachk.yaml", "partition: sh examples/existing-clusters/hosts/fault.sh partition pg-2", "partition: sh examples/existing-clusters/hosts/fault.sh partition pg-3", "want sh examples/existing-clusters/hosts/fault.sh partition pg-2"},
 		{"host addr not nodes.conf's", dirHosts + "/durachk.yaml", "addr: 192.0.2.32:5672", "addr: 192.0.2.32:5673", "nodes.conf says"},
