@@ -989,6 +989,21 @@ func runFaults(t tree, nodes map[string]hostNode, clients []string, scratch stri
 	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(fake), 0o755); err != nil {
 		return []error{err}
 	}
+	// fault.sh runs with a PATH of the stand-in ssh and the few tools it
+	// needs, nothing else: the nodes are documentation addresses, and no
+	// packet of this test leaves the machine.
+	for _, tool := range []string{"sh", "awk", "sed", "tr", "cut", "dirname", "cat"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			return []error{err}
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+			return []error{err}
+		}
+	}
+	if regexp.MustCompile(`/[A-Za-z0-9_./-]*ssh\b`).MatchString(t.files[dirHosts+"/fault.sh"]) {
+		return []error{errors.New("fault.sh calls ssh by a path: it must find ssh on PATH (this test stands one in)")}
+	}
 	set := regexp.MustCompile(`ip ([sd])addr \{ ([^}]*) \} drop`)
 	dst := regexp.MustCompile(`match ip dst ([0-9.]+)/32 flowid 1:4`)
 	for _, n := range sortedKeys(nodes) {
@@ -1007,7 +1022,7 @@ func runFaults(t tree, nodes map[string]hostNode, clients []string, scratch stri
 			}
 			_ = os.Remove(record)
 			cmd := exec.Command("sh", filepath.Join(t.root, dirHosts, "fault.sh"), a, n)
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "SSH_LOG="+record)
+			cmd.Env = []string{"PATH=" + bin, "SSH_LOG=" + record, "HOME=" + scratch}
 			cmd.Stdin = strings.NewReader("")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("fault.sh %s %s: %v: %s", a, n, err, out))
@@ -1198,6 +1213,7 @@ func TestRecipesRejects(t *testing.T) {
 		{"partition cuts no client", dirHosts + "/fault.sh", "cut=$(set_of $peers $clients)", "cut=$(set_of $peers)", "want the group's other nodes and the clients"},
 		{"partition locks ssh out", dirHosts + "/fault.sh", "\t\ttcp dport 22 accept\n", "", "ssh kept open"},
 		{"lag of every packet", dirHosts + "/fault.sh", "match ip dst $p/32 flowid 1:4", "match ip dst 0.0.0.0/0 flowid 1:4", "want the group's other nodes"},
+		{"ssh by a path", dirHosts + "/fault.sh", "on() { ssh -o", "on() { /usr/bin/ssh -o", "calls ssh by a path"},
 		{"script syntax", dirHosts + "/status.sh", "esac\nexit 1", "esac\nexit 1\nfi", "sh -n"},
 		{"doc names an unknown key", docPath, "control.<node>.lag", "control.<node>.delay", "no control key durachk knows"},
 		{"doc block not in a file", docPath, "  - name: rabbit-cluster\n", "  - name: rabbitmq-cluster\n", "is in no recipe file"},
