@@ -1,6 +1,8 @@
 #!/bin/sh
 # A node of the Postgres pair (run as the postgres user). ROLE is its role at
-# the first start (primary or standby), PEER the other node's host name.
+# the first start (primary or standby), PEER the other node's host name,
+# PEER_PORT its port (5432 if unset; clusters.yml names the Toxiproxy link to
+# the peer, so that a partition or a lag of a node cuts or delays replication).
 #
 #   first start, primary:  initdb (trust, as docker-compose.yml's postgres)
 #   first start, standby:  wait for the peer to be primary, then
@@ -16,12 +18,12 @@ D=/var/lib/postgresql/data
 export PGCONNECT_TIMEOUT=2
 
 peer_is_primary() {
-	[ "$(psql -h "$PEER" -U postgres -d postgres -XAtc 'select pg_is_in_recovery()' 2>/dev/null)" = f ]
+	[ "$(psql -h "$PEER" -p "${PEER_PORT:-5432}" -U postgres -d postgres -XAtc 'select pg_is_in_recovery()' 2>/dev/null)" = f ]
 }
 
 basebackup() {
 	find "$D" -mindepth 1 -delete
-	pg_basebackup -h "$PEER" -U postgres -D "$D" -R -X stream -c fast
+	pg_basebackup -h "$PEER" -p "${PEER_PORT:-5432}" -U postgres -D "$D" -R -X stream -c fast
 }
 
 if [ ! -s "$D/PG_VERSION" ]; then
