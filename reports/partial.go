@@ -34,7 +34,12 @@ func PartialNote(d *Document) string {
 
 // TrialsNote sums up the trials of r ("violation in 1 of 5 trials", and
 // ", unknown in 2" when others of a violation were unknown), or "" when r
-// was one run.
+// was one run. When trials ran more than one seed (a run that did not
+// exercise the claim, or put too little at risk, tries the next), it says
+// how many runs there were and how many of them the trials set aside:
+// "violation in 10 of 10 trials (18 runs: 8 seeds did not exercise the
+// claim)", so that the note never reads as a higher rate per run than was
+// measured.
 func TrialsNote(r contracts.Result) string {
 	if len(r.Trials) < 2 {
 		return ""
@@ -43,14 +48,22 @@ func TrialsNote(r contracts.Result) string {
 	for _, t := range r.Trials {
 		count[t.Verdict]++
 	}
-	if r.Verdict == contracts.Pass {
-		return fmt.Sprintf("pass in %d of %d trials", count[contracts.Pass], len(r.Trials))
-	}
 	note := fmt.Sprintf("%s in %d of %d trials", r.Verdict, count[r.Verdict], len(r.Trials))
 	if n := count[contracts.Unknown]; r.Verdict == contracts.Violated && n > 0 {
 		// A reproduction rate: the trials that could not tell (a plan's run
 		// that put too little at risk) are not passes.
 		note += fmt.Sprintf(", unknown in %d", n)
+	}
+	runs := 0
+	for _, t := range r.Trials {
+		runs += max(len(t.SeedsTried), 1)
+	}
+	if set := runs - len(r.Trials); set > 0 {
+		seeds := "seeds"
+		if set == 1 {
+			seeds = "seed"
+		}
+		note += fmt.Sprintf(" (%d runs: %d %s did not exercise the claim)", runs, set, seeds)
 	}
 	return note
 }
