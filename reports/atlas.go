@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -90,6 +91,8 @@ func WriteAtlasIndex(path string, idx AtlasIndex) error {
 	return os.Rename(tmp, path)
 }
 
+var seedArg = regexp.MustCompile(`--seed [0-9]+`)
+
 // AtlasCell is one contract on one profile.
 type AtlasCell struct {
 	Profile, Contract string
@@ -108,6 +111,9 @@ type AtlasCell struct {
 	Claim     string
 	Witness   string
 	Reproduce string
+	// WitnessReproduce reruns the one trial the witness comes from (with
+	// trials, when the cell did not pass).
+	WitnessReproduce string
 	// Report is the cell's evidence in the profile's report.html, relative
 	// to atlas.json.
 	Report string
@@ -274,7 +280,17 @@ func cellOf(p AtlasProfile, contract string, d *Document) AtlasCell {
 	r := d.Results[i]
 	cell.Verdict, cell.Reason, cell.Claim = r.Verdict, r.Reason, r.Claim
 	ev := d.EvidenceFor(r.Target, r.Contract)
-	cell.Reproduce = ev.Reproduce
+	// The cell's command reruns the contract with the profile's seed and
+	// trials; the witness's (the result's shown trial) is ev.Reproduce.
+	if ev.Reproduce != "" {
+		cell.Reproduce = seedArg.ReplaceAllString(ev.Reproduce, fmt.Sprintf("--seed %d", d.Seed))
+		if d.Trials > 1 {
+			cell.Reproduce += fmt.Sprintf(" --trials %d", d.Trials)
+			if r.Verdict == contracts.Violated || r.Verdict == contracts.Unknown {
+				cell.WitnessReproduce = ev.Reproduce
+			}
+		}
+	}
 	cell.Report = path.Join(p.Dir, "report.html") + "#" + Anchor(r.Target, r.Contract)
 	props := map[string]int{}
 	count := func(v contracts.Verdict, vs []contracts.Violation) {
@@ -535,6 +551,9 @@ func WriteAtlasMarkdown(w io.Writer, a *Atlas) error {
 		if cell.Reproduce != "" {
 			fmt.Fprintf(&b, "Reproduce: `%s`\n\n", mdCode(cell.Reproduce))
 		}
+		if cell.WitnessReproduce != "" {
+			fmt.Fprintf(&b, "The witness's trial alone: `%s`\n\n", mdCode(cell.WitnessReproduce))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -657,7 +676,7 @@ code{font-size:13px}
 <h2>Evidence of what did not pass</h2>
 {{range .Evidence}}<div class="evidence" id="e-{{.Anchor}}"><h3 class="{{.Class}}"><code>{{.Contract}}</code> on <code>{{.Profile}}</code>: {{.Mark}} {{.Text}}</h3>
 {{if .Reason}}<p>{{.Reason}}</p>{{end}}{{if .Witness}}<pre>{{.Witness}}</pre>{{end}}
-{{if .Reproduce}}<p>Reproduce: <code>{{.Reproduce}}</code> · <a href="{{.Report}}">the whole evidence</a></p>{{end}}</div>
+{{if .Reproduce}}<p>Reproduce: <code>{{.Reproduce}}</code>{{if .WitnessReproduce}} · the witness's trial alone: <code>{{.WitnessReproduce}}</code>{{end}} · <a href="{{.Report}}">the whole evidence</a></p>{{end}}</div>
 {{end}}
 </body></html>
 `))
