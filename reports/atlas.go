@@ -120,7 +120,9 @@ type AtlasCell struct {
 }
 
 // Anchor is the cell's id in atlas.md and atlas.html.
-func (c AtlasCell) Anchor() string { return "c-" + strings.TrimPrefix(Anchor(c.Profile, c.Contract), "r-") }
+func (c AtlasCell) Anchor() string {
+	return "c-" + strings.TrimPrefix(Anchor(c.Profile, c.Contract), "r-")
+}
 
 // Measured says the profile ran the contract.
 func (c AtlasCell) Measured() bool { return c.Verdict != "" }
@@ -584,7 +586,9 @@ func relDoc(doc string) string {
 	return "../" + doc
 }
 
-func anchorText(s string) string { return strings.TrimSuffix(strings.TrimPrefix(Anchor(s, ""), "r-"), "--") }
+func anchorText(s string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(Anchor(s, ""), "r-"), "--")
+}
 
 func markSymbol(v contracts.Verdict) string {
 	m := Mark(v)
@@ -593,7 +597,6 @@ func markSymbol(v contracts.Verdict) string {
 	}
 	return m
 }
-
 
 // WriteAtlasHTML renders the atlas as one self-contained page: a single
 // matrix, contracts as rows (worst first) and configurations as columns
@@ -638,11 +641,10 @@ func WriteAtlasHTML(w io.Writer, a *Atlas) error {
 	return atlasHTML.Execute(w, data)
 }
 
-
 var atlasHTML = template.Must(template.New("atlas").Funcs(template.FuncMap{
-	"join": strings.Join,
+	"join":     strings.Join,
 	"settings": settingsText,
-	"md": func(s string) template.HTML { return template.HTML(mdToHTML(s)) },
+	"md":       func(s string) template.HTML { return template.HTML(mdToHTML(s)) },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
