@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -209,7 +210,7 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 	if err := reports.WriteAtlasIndex(filepath.Join(o.Out, "atlas.json"), idx); err != nil {
 		return ConfigError(err)
 	}
-	start := time.Now()
+	start, load0 := time.Now(), loadAverage()
 	ran, kept, failed := 0, 0, 0
 	for i, p := range ps {
 		switch {
@@ -243,6 +244,14 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 			failed++
 			fmt.Fprintf(stderr, "durachk: atlas: %s: %v\n", p.Name, err)
 		}
+	}
+	idx.Measured = fmt.Sprintf("this invocation ran %s in %s on %s (load average %s at its start, %s at its end)",
+		plural(ran, "profile"), time.Since(start).Round(time.Second), plural(runtime.NumCPU(), "CPU"), load0, loadAverage())
+	if kept > 0 {
+		idx.Measured += fmt.Sprintf(" and kept %d complete from an earlier one", kept)
+	}
+	if err := reports.WriteAtlasIndex(filepath.Join(o.Out, "atlas.json"), idx); err != nil {
+		return ConfigError(err)
 	}
 	a, err := reports.LoadAtlas(o.Out)
 	if err != nil {
@@ -290,6 +299,15 @@ func atlasDone(dir string, seed uint64, trials int, cs []string) bool {
 		}
 	}
 	return true
+}
+
+// loadAverage is the machine's one-minute load average ("?" where unknown).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func renderAtlas(dir string, stdout io.Writer) error {
