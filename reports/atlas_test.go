@@ -155,6 +155,32 @@ func TestDocsAtlasIsItsOutput(t *testing.T) {
 	if measured == 0 {
 		t.Errorf("docs/atlas holds no measured cell")
 	}
+	// The docs that link to the atlas's cells name cells it measured.
+	anchors := map[string]bool{}
+	for r := range a.Contracts {
+		for _, c := range a.Cells[r] {
+			if c.Measured() {
+				anchors[c.Anchor()] = true
+			}
+		}
+	}
+	docs, _ := filepath.Glob("../docs/*.md")
+	links := 0
+	for _, doc := range append(docs, "../README.md") {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`atlas\.md#(c-[A-Za-z0-9._-]+)`).FindAllStringSubmatch(string(b), -1) {
+			links++
+			if !anchors[m[1]] {
+				t.Errorf("%s links to atlas.md#%s: no such cell in the atlas", doc, m[1])
+			}
+		}
+	}
+	if links == 0 {
+		t.Errorf("no doc links to a cell of the atlas")
+	}
 }
 
 // The atlas of two configurations, one with a violation among 19 contracts,
