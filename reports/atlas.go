@@ -136,7 +136,7 @@ type AtlasColumn struct {
 	MeasuredOn string
 	Settings   map[string]string
 	// Differs are the settings that tell it from the broker's other
-	// columns ("appendfsync=always").
+	// columns, those it sets ("appendfsync=always").
 	Differs []string
 	// Partial: its run did not finish (the cells it has are shown).
 	Partial bool
@@ -250,10 +250,10 @@ func BuildAtlas(idx AtlasIndex, docs map[string]*Document) *Atlas {
 		keys := DifferingSettings(ss)
 		for _, i := range measured {
 			for _, k := range keys {
+				// Only what the column sets: the others' settings it lacks
+				// are its broker's defaults, named in their own columns.
 				if v, ok := a.Columns[i].Settings[k]; ok {
 					a.Columns[i].Differs = append(a.Columns[i].Differs, k+"="+v)
-				} else {
-					a.Columns[i].Differs = append(a.Columns[i].Differs, k+" unset")
 				}
 			}
 		}
@@ -437,8 +437,10 @@ func (a *Atlas) choose(g AtlasGroup) []string {
 	}
 	var out []string
 	switch {
+	case len(held) == 1 && len(broke) > 0:
+		out = append(out, "**Choose** "+held[0]+": it held every contract it ran here, where the others did not.")
 	case len(held) > 0 && len(broke) > 0:
-		out = append(out, "**Choose** "+strings.Join(held, " or ")+": it held every contract it ran here, where the others did not.")
+		out = append(out, "**Choose** among "+strings.Join(held, "; ")+": each held every contract it ran here, where the others did not.")
 	case len(held) > 0:
 		out = append(out, "Every configuration that could tell held every contract it ran: "+strings.Join(held, ", ")+".")
 	case len(broke) > 0:
