@@ -38,7 +38,7 @@ func main() {
 // emptyFlags refuses a flag given with an empty value (`--target ”`, often an
 // unset variable): it would silently mean the default.
 func emptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults", "result", "final", "shard"} {
+	for _, name := range []string{"target", "config", "out", "baseline", "contract", "scenario", "format", "output", "plan", "sabotage", "property", "faults", "result", "final", "shard", "profile", "render"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
 			continue
@@ -279,6 +279,31 @@ func run(args []string) error {
 	}
 	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
 
+	var ao cli.AtlasOptions
+	atlasCmd := &cobra.Command{
+		Use:   "atlas -c atlas/profiles.yaml [--trials N] [--out DIR] [--contract ID ...] | atlas --render DIR",
+		Short: "Run every profile of a profiles file and write the guarantees atlas (atlas.md, atlas.html): contracts × configurations",
+		Long: "Run each profile of the profiles file (atlas/profiles.yaml) as durachk run would, into DIR/<profile>/,\n" +
+			"then write DIR/atlas.md and DIR/atlas.html from the results. A profile whose complete result is already in\n" +
+			"DIR (same seed, trials and contracts) is kept: an interrupted atlas continues where it stopped.\n" +
+			"--render DIR re-renders DIR's atlas from its files without running anything.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ao.Command = command
+			ao.SeedSet = cmd.Flags().Changed("seed")
+			return cli.Atlas(ctx, ao, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	af := atlasCmd.Flags()
+	af.StringVarP(&ao.Profiles, "config", "c", "", "the profiles file (atlas/profiles.yaml)")
+	af.StringArrayVar(&ao.Contracts, "contract", nil, "run only this contract of each profile's; repeatable")
+	af.StringArrayVar(&ao.Only, "profile", nil, "run only this profile (the others keep what DIR holds); repeatable")
+	af.Uint64Var(&ao.Seed, "seed", 1, "seed of every profile's run; without it, the profiles file's")
+	af.IntVar(&ao.Trials, "trials", 1, "runs of each contract on each profile, with successive seeds")
+	af.IntVar(&ao.Parallel, "parallel", 0, "contracts of a profile run at a time (as durachk run's --parallel; default 8)")
+	af.StringVar(&ao.Out, "out", "atlas-out", "directory for atlas.json, one directory per profile, atlas.md and atlas.html")
+	af.StringVar(&ao.Render, "render", "", "re-render DIR/atlas.md and DIR/atlas.html from DIR/atlas.json and the profiles' result.json; runs nothing")
+
 	var po cli.PlanOptions
 	planCmd := &cobra.Command{
 		Use:   "plan --contract ID | --scenario NAME [--seed N] [--jobs N] [-o FILE]",
@@ -436,7 +461,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	root.AddCommand(versionCmd, runCmd, atlasCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {

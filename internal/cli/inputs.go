@@ -102,6 +102,10 @@ var Bounds = map[string]map[string]Bound{
 		"parallel": {Min: 1, Max: 64, Zero: "the default, 8"},
 	},
 	"plan": {"jobs": jobsBound},
+	"atlas": {
+		"trials":   {Min: 1, Max: 1000},
+		"parallel": {Min: 1, Max: 64, Zero: "the default, 8"},
+	},
 	// A sabotaged run may never drain: it goes on to its limit, which grows
 	// with the workload (retry.bounded's unbounded-retry at 10000 jobs records
 	// 4.5 million operations: 58 s, 2.5 GB). 1000 jobs show every sabotage

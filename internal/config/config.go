@@ -35,6 +35,10 @@ import (
 // ErrConfig marks every error of a configuration file.
 var ErrConfig = errors.New("configuration")
 
+// ErrUnset marks an error naming an environment variable that is not set
+// (errors.Is it ErrConfig too): `durachk atlas` skips a profile for it.
+var ErrUnset = fmt.Errorf("%w", ErrConfig)
+
 // Config is a loaded durachk.yaml. Values are plain data, safe to share once
 // loaded.
 type Config struct {
@@ -195,7 +199,7 @@ func Expand(s, what string) (string, error) {
 			name := s[i+2 : i+2+end]
 			v, ok := Getenv(name)
 			if !ok {
-				return "", fmt.Errorf("%w: %s: environment variable %s is not set", ErrConfig, what, name)
+				return "", fmt.Errorf("%w: %s: environment variable %s is not set", ErrUnset, what, name)
 			}
 			b.WriteString(v)
 			i += 2 + end
