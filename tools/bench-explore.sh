@@ -78,7 +78,7 @@ bench() { # name url goal [explore flags...]
   [ "$rate" -ge "$goal" ] || met="NOT met"
   local s="$name: $rate jobs/min (goal ≥ $goal): $met; $rounds rounds, ${viol:-0} with a violation, ${unknown:-0} unknown"
   if [ "$name" != mem ] && [ "${viol:-0}" -gt 0 ]; then
-    s="$s — false violations on a correct configuration: $(grep -o 'violations: [^;]*' "$work/$name.stdout" | head -1 || true)"
+    s="$s — false violations on a correct configuration: $(tr -d ' \n' <"$out/result.json" | grep -o '"exploration":{.*' | grep -o '"violations":{[^}]*}' | head -1 || true)"
     grep '^violation' "$work/$name.stdout" || true
   fi
   echo "bench-explore: $s"
