@@ -31,7 +31,7 @@ func TestShardsWorkflow(t *testing.T) {
 			If       string `yaml:"if"`
 			RunsOn   string `yaml:"runs-on"`
 			Strategy struct {
-				FailFast *bool           `yaml:"fail-fast"`
+				FailFast *bool            `yaml:"fail-fast"`
 				Matrix   map[string][]int `yaml:"matrix"`
 			} `yaml:"strategy"`
 			Steps []struct {

@@ -183,6 +183,17 @@ type Run struct {
 	Sabotage *Sabotage // nil: the reference pipeline
 }
 
+// Disturber is a Target some of whose runs disturb the other runs on it at
+// the same time, because a fault of theirs acts on what the runs share (the
+// target's own broker, killed under its control commands; the nodes of an
+// existing cluster). Disturbs says why a run of sc does ("" when it does not:
+// its faults stay in its namespace, its processes, its proxies and its
+// private broker); such a run must run alone (durachk explore waits for the
+// rounds in flight and starts none beside it).
+type Disturber interface {
+	Disturbs(sc Scenario) string
+}
+
 // Execution is what a target hands back: the merged history and the final state.
 type Execution struct {
 	Ops   []history.Op

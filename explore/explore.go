@@ -252,26 +252,50 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		}()
 	}
 	type done struct {
-		i    int
-		plan *plans.Plan
-		r    contracts.Result
-		ops  []history.Op
-		err  error
+		i     int
+		plan  *plans.Plan
+		r     contracts.Result
+		ops   []history.Op
+		err   error
+		alone bool
 	}
 	results := make(chan done)
 	next, running := 0, 0
 	var first error
 	stop := false
+	// A round whose faults act on what the rounds share (the target's own
+	// broker under control commands) runs alone: it waits for the rounds in
+	// flight, and none starts beside it. Every other round overlaps up to
+	// parallel: each has its own namespace, processes and proxies.
+	dist, _ := t.(contracts.Disturber)
+	var waiting *done // drawn, waiting to run alone
+	alone := false
 	for {
-		for !stop && first == nil && ctx.Err() == nil && running < parallel &&
-			(o.Rounds <= 0 || o.Shard.round(next) < o.Rounds) && (deadline.IsZero() || time.Now().Before(deadline)) {
-			i := o.Shard.round(next)
-			next++
+		for !stop && first == nil && ctx.Err() == nil && running < parallel && !alone &&
+			(deadline.IsZero() || time.Now().Before(deadline)) {
+			if waiting == nil {
+				if o.Rounds > 0 && o.Shard.round(next) >= o.Rounds {
+					break
+				}
+				i := o.Shard.round(next)
+				next++
+				waiting = &done{i: i, plan: nem.Draw(RoundSeed(o.Seed, i))}
+				if dist != nil {
+					if sc, err := waiting.plan.Scenario(); err == nil && dist.Disturbs(sc) != "" {
+						waiting.alone = true
+					}
+				}
+			}
+			if waiting.alone && running > 0 {
+				break
+			}
+			d := *waiting
+			waiting = nil
 			running++
-			p := nem.Draw(RoundSeed(o.Seed, i))
+			alone = d.alone
 			go func() {
-				r, ops, err := runPlan(ctx, t, p, "explore", o.Sabotage)
-				results <- done{i: i, plan: p, r: r, ops: ops, err: err}
+				d.r, d.ops, d.err = runPlan(ctx, t, d.plan, "explore", o.Sabotage)
+				results <- d
 			}()
 		}
 		if running == 0 {
@@ -279,6 +303,9 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		}
 		d := <-results
 		running--
+		if d.alone {
+			alone = false
+		}
 		if d.err != nil {
 			if first == nil && ctx.Err() == nil {
 				first = fmt.Errorf("explore round %d (seed %d): %w", d.i, d.plan.Seed, d.err)

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
 )
 
 // seeds records the seed of every round a target runs.
@@ -70,5 +72,72 @@ func TestShardsPartitionTheSeedSpace(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), contracts.MemTarget{}, Options{Rounds: 1, Shard: Shard{Index: 3, Of: 2}}); err == nil {
 		t.Error("shard 3/2 ran")
+	}
+}
+
+// disturbing runs rounds on the embedded target, of which those with a
+// broker crash disturb the others (as a broker killed under control commands
+// does); it records how many rounds ran at once and whether a disturbing
+// one ever had company.
+type disturbing struct {
+	contracts.MemTarget
+	mu                 sync.Mutex
+	now, most, aloneIn int
+	company            []uint64 // seeds of disturbing rounds that had company
+	disturbers         int
+}
+
+func (d *disturbing) Disturbs(sc contracts.Scenario) string {
+	for _, f := range sc.Plan.Faults {
+		if f.Kind == faults.BrokerCrash {
+			return "a broker crash"
+		}
+	}
+	return ""
+}
+
+func (d *disturbing) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
+	dist := d.Disturbs(run.Scenario) != ""
+	d.mu.Lock()
+	d.now++
+	d.most = max(d.most, d.now)
+	if dist {
+		d.disturbers++
+		if d.now > 1 {
+			d.company = append(d.company, run.Seed)
+		}
+		d.aloneIn++
+	} else if d.aloneIn > 0 {
+		d.company = append(d.company, run.Seed)
+	}
+	d.mu.Unlock()
+	time.Sleep(5 * time.Millisecond) // long enough for rounds to overlap
+	ex, err := d.MemTarget.Execute(ctx, run)
+	d.mu.Lock()
+	d.now--
+	if dist {
+		d.aloneIn--
+	}
+	d.mu.Unlock()
+	return ex, err
+}
+
+// Rounds overlap up to Parallel, except a round that disturbs the others:
+// it starts only once the rounds in flight ended, and none starts beside it.
+func TestDisturbingRoundsRunAlone(t *testing.T) {
+	d := &disturbing{}
+	s, err := Run(context.Background(), d, Options{Seed: 2, Rounds: 40, Jobs: 20, Parallel: 4, Kinds: []faults.Kind{faults.BrokerCrash, faults.Kill},
+		KeepGoing: true, Shrink: ShrinkOptions{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Rounds != 40 || d.disturbers == 0 || d.disturbers == 40 {
+		t.Fatalf("%d rounds, %d of them disturbing: want 40, some disturbing and some not", s.Rounds, d.disturbers)
+	}
+	if d.most < 2 {
+		t.Errorf("at most %d rounds at once with Parallel 4: the rounds that disturb nothing did not overlap", d.most)
+	}
+	if len(d.company) > 0 {
+		t.Errorf("disturbing rounds ran beside others (seeds %v)", d.company)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/plans"
 	"github.com/durachk/durachk/reports"
 )
@@ -94,6 +96,14 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	t, err := resolve(ctx, o.Target, "", stderr)
 	if err != nil {
 		return err
+	}
+	if rt, ok := t.Target.(*runner.Target); ok && o.Parallel > 1 {
+		// Rounds at once make load the load average does not show yet:
+		// their clock stretches for it from the first round.
+		if k := runner.StretchFor(o.Parallel); k*runner.DefaultScale > rt.Scale {
+			rt.Scale, t.scale = k*runner.DefaultScale, k*runner.DefaultScale
+			fmt.Fprintf(stderr, "durachk: %d rounds at once on %d CPUs: scenario times stretched ×%.1f (DURACHK_LOAD_FACTOR fixes it)\n", o.Parallel, runtime.NumCPU(), k)
+		}
 	}
 	kinds, why := explore.Supported(t.Capabilities())
 	var not []string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/internal/redact"
 	"github.com/durachk/durachk/internal/targets"
 )
@@ -64,6 +65,27 @@ func (t *Target) Budget(sc contracts.Scenario) (time.Duration, string) {
 	}
 	parts = append(parts, fmt.Sprintf("setup %s", setupAllowance), fmt.Sprintf("final reads %s", finishAllowance))
 	return total, strings.Join(parts, " + ")
+}
+
+// Disturbs says why a run of sc disturbs the other runs on the target at the
+// same time (contracts.Disturber): it kills or cuts the power of the target's
+// own broker (control commands), or faults the nodes of a cluster durachk did
+// not start. "" when its faults stay its own: its processes, its proxies, a
+// private broker or cluster of its own.
+func (t *Target) Disturbs(sc contracts.Scenario) string {
+	if targets.HasPrivateCluster(t.Spec) {
+		return ""
+	}
+	if needsBrokerKill(sc.Plan) && t.Spec.ControlKills() {
+		return "it kills the target's own broker (control commands)"
+	}
+	for _, f := range sc.Plan.Faults {
+		switch f.Kind {
+		case faults.NodeKill, faults.NodePartition, faults.Failover:
+			return "it faults the nodes of a cluster durachk did not start (" + string(f.Kind) + ")"
+		}
+	}
+	return ""
 }
 
 // Execute runs one scenario and returns the merged history and the final

@@ -1,6 +1,10 @@
 package runner
 
-import "github.com/durachk/durachk/internal/loadavg"
+import (
+	"runtime"
+
+	"github.com/durachk/durachk/internal/loadavg"
+)
 
 // MaxStretch bounds Stretch.
 const MaxStretch = 4
@@ -19,4 +23,18 @@ func Stretch() float64 {
 		return f
 	}
 	return loadavg.Clamp(loadavg.PerCPU()/2, MaxStretch)
+}
+
+// StretchFor is Stretch for parallel runs about to start at once on this
+// machine (durachk explore --parallel on a real target): at least their
+// number per CPU, between 1 and MaxStretch, since the load they will make is
+// not yet in the load average Stretch reads. Without it the first rounds run
+// on an idle machine's clock while the rounds beside them starve their
+// workers (a lease lost to a worker that missed its heartbeats: preempted,
+// which the machine caused). $DURACHK_LOAD_FACTOR, when set, wins.
+func StretchFor(parallel int) float64 {
+	if f, ok := loadavg.Fixed(MaxStretch); ok {
+		return f
+	}
+	return max(Stretch(), loadavg.Clamp(float64(parallel)/float64(runtime.NumCPU()), MaxStretch))
 }
