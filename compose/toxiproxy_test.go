@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,38 +49,8 @@ func toxiproxyConfig(f clusterFiles, s service) (map[string]string, []proxy, err
 	return flags, nil, fmt.Errorf("no ./clusters/ file mounted at -config=%s", flags["config"])
 }
 
-// newControl are the control keys of issue 21 the parser of this tree may
-// not know yet: parseSpec leaves them out until it does (checkClusters
-// checks them itself).
-var newControl = []string{"partition", "heal", "lag", "unlag", "status"}
-
-// parseSpec parses a target's URL as durachk does (see newControl).
-func parseSpec(raw string) (targets.Spec, error) {
-	probe := "redis://127.0.0.1:1/0?control.status=x&control.a.partition=x&control.a.heal=x&control.a.lag=x&control.a.unlag=x"
-	if _, err := targets.Parse(probe); err == nil {
-		return targets.Parse(raw)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return targets.Spec{}, err
-	}
-	q := u.Query()
-	for k := range q {
-		rest, ok := strings.CutPrefix(k, "control.")
-		if !ok {
-			continue
-		}
-		_, action, perNode := strings.Cut(rest, ".")
-		if !perNode {
-			action = rest
-		}
-		if slices.Contains(newControl, action) {
-			q.Del(k)
-		}
-	}
-	u.RawQuery = q.Encode()
-	return targets.Parse(u.String())
-}
+// parseSpec parses a target's URL as durachk does.
+func parseSpec(raw string) (targets.Spec, error) { return targets.Parse(raw) }
 
 // linksOf are the proxies that carry node's traffic, by name: NODE,
 // X-to-NODE (in: what node sends goes downstream) and NODE-to-X (out: what

@@ -50,9 +50,6 @@ const (
 var (
 	knownControl     = []string{"kill", "start", "pause", "resume", "timeout", "status"}
 	knownNodeControl = []string{"kill", "start", "pause", "resume", "partition", "heal", "lag", "unlag", "addr"}
-	// newControl are the keys of issue 21 that the parser of this tree may
-	// not know yet (see parseTarget).
-	newControl = []string{"partition", "heal", "lag", "unlag", "status"}
 )
 
 // knownKey says whether k (without "control.") is a control key durachk knows.
@@ -632,35 +629,8 @@ func knobsOf(tg config.Target) map[string]string {
 	return out
 }
 
-// parseTarget parses a target's URL as durachk does. Until the parser of
-// this tree knows the control keys of issue 21 (it then parses them like any
-// other), they are checked here against newControl and left out.
-func parseTarget(raw string) (targets.Spec, error) {
-	probe := "redis://127.0.0.1:1/0?control.status=x&control.a.partition=x&control.a.heal=x&control.a.lag=x&control.a.unlag=x"
-	if _, err := targets.Parse(probe); err == nil {
-		return targets.Parse(raw)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return targets.Spec{}, err
-	}
-	q := u.Query()
-	for k := range q {
-		rest, ok := strings.CutPrefix(k, "control.")
-		if !ok {
-			continue
-		}
-		_, action, perNode := strings.Cut(rest, ".")
-		if !perNode {
-			action = rest
-		}
-		if slices.Contains(newControl, action) {
-			q.Del(k)
-		}
-	}
-	u.RawQuery = q.Encode()
-	return targets.Parse(u.String())
-}
+// parseTarget parses a target's URL as durachk does.
+func parseTarget(raw string) (targets.Spec, error) { return targets.Parse(raw) }
 
 // commandFiles are the files a command names (below the repository root).
 var commandFile = regexp.MustCompile(`(?:examples|compose)/[A-Za-z0-9_./-]+\.(?:yaml|yml|sh|json|conf)`)
