@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type nftTable struct {
 	name    string
 	mu      sync.Mutex
 	created bool
+	lock    *blockClaim // held while the table exists (nftLockPath)
 }
 
 // nftPrefix starts the name of every table durachk creates.
@@ -55,7 +57,15 @@ func (t *nftTable) ensure() error {
 	if err := CanPartitionKernel(); err != nil {
 		return err
 	}
+	// The lock first: a table whose lock is held is never another cleanup's
+	// to delete, whatever store that cleanup asks about live runs.
+	f, err := lockBlockFile(nftLockPath(t.name))
+	if err != nil || f == nil {
+		return fmt.Errorf("lock of nftables table %s: held by another process or %v", t.name, err)
+	}
+	t.lock = &blockClaim{f: f}
 	if err := nft("add", "table", "inet", t.name); err != nil {
+		t.lock.release()
 		return err
 	}
 	t.created = true
@@ -99,14 +109,26 @@ func (t *nftTable) remove() error {
 	}
 	t.created = false
 	reaper.Forget(reaper.KindNFT, t.name)
-	return nft("delete", "table", "inet", t.name)
+	err := nft("delete", "table", "inet", t.name)
+	t.lock.release()
+	return err
+}
+
+// nftLockPath is the lock file the process that owns the table name holds
+// while the table lives (tools/extcluster/cluster.sh holds one too): the
+// kernel drops the lock when its holder dies, so a held lock means a live
+// owner.
+func nftLockPath(table string) string {
+	return filepath.Join(blockLockDir(), "durachk-nft-"+table+".lock")
 }
 
 var nftTableRE = regexp.MustCompile(`(?m)^table inet (` + nftPrefix + `([a-z0-9]{4,24}))$`)
 
 // CleanupNFT deletes the tables of runs that were killed before their
-// teardown, except those of runs for which live is true, and returns what it
-// deleted. Without nft there is nothing to delete.
+// teardown, except those whose owner holds the table's lock (nftLockPath) and
+// those of runs for which live is true, and returns what it deleted. Lock
+// files that outlived their owner go too. Without nft there is nothing to
+// delete.
 func CleanupNFT(live func(runID string) bool) ([]string, error) {
 	if CanPartitionKernel() != nil {
 		return nil, nil
@@ -117,13 +139,27 @@ func CleanupNFT(live func(runID string) bool) ([]string, error) {
 	}
 	var removed []string
 	for _, m := range nftTableRE.FindAllStringSubmatch(string(out), -1) {
+		f, err := lockBlockFile(nftLockPath(m[1]))
+		if err == nil && f == nil {
+			continue // its owner lives
+		}
+		lock := &blockClaim{f: f}
 		if live(m[2]) {
+			lock.release()
 			continue
 		}
-		if err := nft("delete", "table", "inet", m[1]); err != nil {
+		err = nft("delete", "table", "inet", m[1])
+		lock.release()
+		if err != nil {
 			return removed, err
 		}
 		removed = append(removed, "nftables table inet "+m[1])
+	}
+	stale, _ := filepath.Glob(filepath.Join(blockLockDir(), "durachk-nft-*.lock"))
+	for _, p := range stale {
+		if f, err := lockBlockFile(p); err == nil && f != nil {
+			(&blockClaim{f: f}).release()
+		}
 	}
 	return removed, nil
 }

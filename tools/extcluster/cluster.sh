@@ -45,8 +45,9 @@
 # are served at once. (tc netem would delay by an amount, but its queueing
 # discipline is the whole loopback device's, shared with every other process
 # on the machine.) The rules live in the table inet durachk_x<id>, named like
-# the tables of durachk's private clusters, so `durachk cleanup` removes one
-# that a killed test left.
+# the tables of durachk's private clusters and locked like them while the
+# script lives, so `durachk cleanup` leaves it alone until the script dies and
+# then removes what a killed test left.
 set -euo pipefail
 
 die() { echo "extcluster: $*" >&2; exit 1; }
@@ -82,11 +83,15 @@ ctl() {
   source "$D/cluster.env"
   case "$action" in
     kill)
+      # A host that fails sends nothing more: the kernel would otherwise go on
+      # delivering what the killed process had written to its sockets.
       local pid
       pid=$(cat "$D/$node.pid")
+      cut "$node" "down-$node"
       kill -KILL "$pid" 2>/dev/null || true
       ;;
     start)
+      del_rules "down-$node"
       # The supervisor starts the node, as its child; it answers through a file.
       local nonce=$RANDOM$RANDOM
       echo "start $node $nonce" >"$D/ctl.fifo"
@@ -369,6 +374,7 @@ cleanup() {
   [ -n "${EPMD_PID:-}" ] && kill -KILL "$EPMD_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   [ -n "${TABLE:-}" ] && nft delete table inet "$TABLE" 2>/dev/null || true
+  if [ -n "${NFT_LOCK:-}" ]; then rm -f "$NFT_LOCK"; fi
   [ -n "${D:-}" ] && rm -rf "$D"
   if [ -n "${LOCKFILE:-}" ]; then rm -f "$LOCKFILE"; fi
   exit "$rc"
@@ -437,7 +443,13 @@ up_redis() {
       echo "sentinel announce-ip $ip"
       echo "sentinel monitor mymaster $IP_n1 $PORT_n1 2"
       echo "sentinel down-after-milliseconds mymaster 500"
-      echo "sentinel failover-timeout mymaster 60000"
+      # A failover that aborts (no good replica) stops this Sentinel from
+      # trying again for twice this: 20 s, not the default 6 minutes.
+      echo "sentinel failover-timeout mymaster 10000"
+      # Known from the start: a Sentinel learns replicas from the primary's
+      # INFO every 10 s, and a primary killed before then has none to promote
+      # ("-failover-abort-no-good-slave").
+      echo "sentinel known-replica mymaster $IP_n2 $PORT_n2"
       echo "sentinel parallel-syncs mymaster 4"
     } >"$D/s$j.conf"
   done
@@ -450,15 +462,19 @@ up_redis() {
     PIDS[s$j]=$!
   done
   for s in "${SENTINELS[@]}"; do wait_tcp "${s%:*}" "${s#*:}" || die "sentinel $s did not start"; done
-  # Every replica in sync, and every Sentinel knowing the two others (they
-  # find each other through the primary's hello channel, every 2 s).
+  # Every replica in sync, and every Sentinel knowing the replica and the two
+  # others (they find each other through the primary's hello channel, every
+  # 2 s).
   for _ in $(seq 1 150); do
     local ok=1
     for n in n2; do
       redis-cli -h "$(node_ip $n)" -p "$(eval "echo \$PORT_$n")" info replication 2>/dev/null | grep -q 'master_link_status:up' || ok=0
     done
     for s in "${SENTINELS[@]}"; do
-      [ "$(redis-cli -h "${s%:*}" -p "${s#*:}" sentinel master mymaster 2>/dev/null | sed -n '/^num-other-sentinels$/{n;p}')" = 2 ] || ok=0
+      local m
+      m=$(redis-cli -h "${s%:*}" -p "${s#*:}" sentinel master mymaster 2>/dev/null)
+      [ "$(sed -n '/^num-other-sentinels$/{n;p}' <<<"$m")" = 2 ] || ok=0
+      [ "$(sed -n '/^num-slaves$/{n;p}' <<<"$m")" = 1 ] || ok=0
     done
     [ $ok = 1 ] && break
     sleep 0.2
@@ -630,6 +646,11 @@ up() {
   trap cleanup EXIT INT TERM HUP
   claim_block
   TABLE=durachk_x$(od -An -N5 -tx1 /dev/urandom | tr -d ' \n')
+  # The table's lock, held until exit: `durachk cleanup` spares a table whose
+  # lock is held (internal/targets/nft.go) and removes one a killed script left.
+  NFT_LOCK=$(dirname "$LOCKFILE")/durachk-nft-$TABLE.lock
+  exec 8<>"$NFT_LOCK"
+  flock -n 8 || die "the lock of nftables table $TABLE is held"
   nft add table inet "$TABLE"
   nft add chain inet "$TABLE" out '{ type filter hook output priority 0 ; policy accept ; }'
   mkfifo "$D/ctl.fifo"
