@@ -331,6 +331,9 @@ func (c *Checker) observe(op *history.Op) {
 		switch op.Type {
 		case history.Invoke:
 			c.st.RenewalsTried++
+			if d := j.open(p.name, c); d != nil {
+				d.extInvT = op.T
+			}
 		case history.OK:
 			c.st.Extends++
 			if d := j.open(p.name, c); d != nil {
@@ -740,6 +743,14 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// pipeline renews only while it works, and its fence makes the late
 		// commit fail. Late, not preempted; a holder working past its lease
 		// without renewing it is (the no-heartbeat sabotage).
+		why = "lease_expiry"
+	case prev.ended == open && !prev.ranOut(p.leaseInvT) && prev.renewInvT < prev.renewOK && prev.mayHaveRunOut(r.t):
+		// The holder's lease answer came so late (seen: 2.4 s on a
+		// synchronous standby's failover, for a 2.3 s lease) that, counted
+		// from when it asked, the lease may have run out before this one was
+		// granted: the broker kept its lease; the holder held on to one it no
+		// longer had, and its fence must stop its commit. Only where the
+		// history holds the ask (a witness replayed alone has answers only).
 		why = "lease_expiry"
 	case prev.ended == open:
 		why = "lease_expiry"

@@ -517,6 +517,47 @@ func baseCases() []testCase {
 			want:  Preempted,
 		},
 		{
+			// Its lease answer took 9 s of a 10 s lease (a commit waiting for a
+			// synchronous standby through a failover, measured in the cluster
+			// gate): counted from when it asked, the lease may have run out
+			// before the next one was granted. Late, not preempted.
+			name: "a holder whose lease answer came after it may have run out",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).wait(9e9).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
+				pair("w1", history.OK, history.Fence, "a", keyA, 1, "", "").
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(1e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			// Its negative control: the answer was as late, but the next lease
+			// came before the first could have run out, however it is counted.
+			name: "a holder whose late lease answer still held",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).wait(5e9).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
+				pair("w1", history.OK, history.Fence, "a", keyA, 1, "", "").
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(3e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
+		{
+			// A renewal answered late counts from when it was asked for too.
+			name: "a holder whose renewal answer came after it may have run out",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extend, Job: "a", Key: keyA, Token: 1}).wait(9e9).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Extend, Job: "a", Key: keyA, Token: 1, Value: "10000"}).
+				wait(1e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
 			name: "a restarted worker's predecessor held nothing any more",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).

@@ -63,7 +63,16 @@ var fixtures = []fixture{
 	{name: "rabbit-quorum-lease-redelivery-delivery-limit", contract: "lease.redelivery", target: "DURACHK_AMQP_URL",
 		knobs: "name=rabbit-dl0&queue-arguments.x-queue-type=quorum&queue-arguments.x-delivery-limit=0&queue-arguments.x-dead-letter-exchange=dlx",
 		want:  []checker.Property{checker.MovedByBroker}},
+	// Kept as recorded (a cluster's timing does not come back on demand): the
+	// CI cluster gate's private Postgres with a synchronous standby, 2026-12-03.
+	// w1's lease answer came 2.45 s after it asked, through the failover, for
+	// a 2.28 s lease; w2 leased the job 0.54 s later. Judged preempted then;
+	// clean: counted from the ask, w1's lease may have run out.
+	{name: "postgres-sync-failover-late-lease", contract: "durability.failover", target: recordedOnly},
 }
+
+// recordedOnly marks a fixture that -update keeps as it is.
+const recordedOnly = "recorded"
 
 func paths(name string) (ops, final string) {
 	return filepath.Join("testdata", name+".jsonl"), filepath.Join("testdata", name+".final.json")
@@ -87,6 +96,10 @@ func record(t *testing.T, fx fixture, got func(checker.FinalFile) []checker.Prop
 	}
 	var tg contracts.Target = contracts.MemTarget{}
 	measured := "mem"
+	if fx.target == recordedOnly {
+		t.Logf("keeping the recorded %s", fx.name)
+		return
+	}
 	if fx.target != "mem" {
 		url := os.Getenv(fx.target)
 		if url == "" {

@@ -50,6 +50,11 @@ type delivery struct {
 	extended          bool
 	renewOK, renewFor int64
 	leaseInvT         int64
+	// renewInvT is when the latest lease or renewal was asked for: the lease
+	// ran out by renewInvT+renewFor at the earliest (its answer may come
+	// late, e.g. a commit that waits for a synchronous standby through a
+	// failover). extInvT is the pending renewal's invoke.
+	renewInvT, extInvT int64
 }
 
 // renewed records a lease or extend ok of the delivery (its value is the
@@ -59,10 +64,22 @@ func (d *delivery) renewed(op *history.Op) {
 	if err != nil || ms <= 0 {
 		return
 	}
+	inv := d.leaseInvT
 	if op.F == history.Extend {
 		d.extended = true
+		inv = d.extInvT
 	}
-	d.renewOK, d.renewFor = op.T, ms*int64(time.Millisecond)
+	if inv <= 0 || inv > op.T {
+		inv = op.T // no invoke recorded: the answer's time
+	}
+	d.renewOK, d.renewFor, d.renewInvT = op.T, ms*int64(time.Millisecond), inv
+}
+
+// mayHaveRunOut reports whether the lease may have run out, counted from when
+// it (or its latest renewal) was asked for, by a lease granted at t: then the
+// broker kept the lease it gave, whatever the holder believed.
+func (d *delivery) mayHaveRunOut(t int64) bool {
+	return d.renewFor > 0 && t >= d.renewInvT+d.renewFor
 }
 
 // lapsed reports whether a holder that was renewing its lease had let it run
