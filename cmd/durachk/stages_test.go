@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/reports"
@@ -247,9 +249,14 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		if err := red.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		s := startStage(t, "run", "--target", fmt.Sprintf("redis://127.0.0.1:%d/0", port), "--out", t.TempDir())
+		target := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+		s := startStage(t, "run", "--target", target, "--out", t.TempDir())
 		time.Sleep(time.Second)
 		took, code := s.interrupt(t)
+		// The run keeps its registry in the store for durachk cleanup, since it
+		// could not clean the paused broker; this test throws the broker away,
+		// and the registry with it (CI left one per run).
+		defer dropRegistriesOf(t, pg, target)
 		check(t, s, took, code, cli.ExitUnknown)
 		if !strings.Contains(s.output(), "interrupted") {
 			t.Errorf("no line says the run was interrupted:\n%s", s.output())
@@ -352,4 +359,44 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// dropRegistriesOf drops the effect-store schemas of the runs registered for
+// the target at url, whose broker a test stopped for good.
+func dropRegistriesOf(t *testing.T, storeURL, url string) {
+	t.Helper()
+	spec, err := targets.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := targets.Endpoint(spec)
+	ctx := context.Background()
+	db, err := pgdb.Open(ctx, storeURL, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		t.Errorf("drop the runs' registries: %v", err)
+		return
+	}
+	defer db.Close()
+	rows, err := db.Pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'durachk\_%'`)
+	if err != nil {
+		t.Errorf("drop the runs' registries: %v", err)
+		return
+	}
+	var schemas []string
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) == nil {
+			schemas = append(schemas, n)
+		}
+	}
+	rows.Close()
+	for _, n := range schemas {
+		var got string
+		if db.Pool.QueryRow(ctx, `SELECT endpoint FROM `+pgdb.Ident(n, "durachk_run")+` LIMIT 1`).Scan(&got) != nil || got != ep {
+			continue
+		}
+		if err := db.DropSchema(ctx, n); err != nil {
+			t.Errorf("drop the registry %s: %v", n, err)
+		}
+	}
 }
