@@ -174,7 +174,7 @@ status() {
           grep -o '"\(leader\|node\)":"[^"]*"' | sort | head -1 | sed 's/.*:"\(.*\)"/\1/') || continue
         [ -n "$leader" ] || continue
         for m in $NODES; do
-          if [ "$leader" = "rabbit@$(node_ip "$m")" ]; then
+          if [ "$leader" = "rabbit-$m@$(node_ip "$m")" ]; then
             echo "leader $m"
             return 0
           fi
@@ -504,7 +504,7 @@ start_rabbit() {
     cd "$D/$n"
     export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     export HOME=$D/home LANG=C.UTF-8 ERL_EPMD_PORT=$EPMD_PORT RABBITMQ_USE_LONGNAME=true
-    export RABBITMQ_NODENAME=rabbit@$ip RABBITMQ_NODE_IP_ADDRESS=$ip
+    export RABBITMQ_NODENAME=rabbit-$n@$ip RABBITMQ_NODE_IP_ADDRESS=$ip
     export RABBITMQ_NODE_PORT=$(eval "echo \$PORT_$n") RABBITMQ_DIST_PORT=$(eval "echo \$DIST_$n")
     export RABBITMQ_MNESIA_BASE=$D/$n/mnesia RABBITMQ_LOG_BASE=$D/$n/log
     export RABBITMQ_ENABLED_PLUGINS_FILE=$D/$n/enabled_plugins RABBITMQ_PLUGINS_EXPAND_DIR=$D/$n/plugins
@@ -513,7 +513,7 @@ start_rabbit() {
     # exec erl from the script: the child is beam.smp itself.
     export RABBITMQ_ALLOW_INPUT=true RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-start_epmd false"
     as_user rabbitmq "$RMQ_SERVER" -noinput
-  ) >/dev/null 2>&1 &
+  ) >>"$D/$n.startup.log" 2>&1 &
 }
 
 up_rabbitmq() {
@@ -531,7 +531,7 @@ up_rabbitmq() {
     eval "IP_$n=$ip PORT_$n=$(free_port "$ip") DIST_$n=$(free_port "$ip") MGMT_$n=$(free_port "$ip")"
     NODE_IPS="${NODE_IPS:-} $ip"
     ips="$ips,$ip"
-    peers+=("rabbit@$ip")
+    peers+=("rabbit-$n@$ip")
   done
   ALL_IPS=$NODE_IPS
   EPMD_PORT=$(free_port 127.0.0.1)
@@ -549,7 +549,7 @@ up_rabbitmq() {
       echo "cluster_formation.peer_discovery_backend = classic_config"
       # The first node boots alone; the others join it.
       echo "cluster_formation.classic_config.nodes.1 = ${peers[0]}"
-      [ "$i" = 1 ] || echo "cluster_formation.classic_config.nodes.2 = rabbit@$ip"
+      [ "$i" = 1 ] || echo "cluster_formation.classic_config.nodes.2 = rabbit-$n@$ip"
       echo "cluster_formation.discovery_retry_interval = 100"
       echo "cluster_formation.discovery_retry_limit = 300"
     } >"$D/$n/rabbitmq.conf"
@@ -571,11 +571,11 @@ up_rabbitmq() {
   wait_tcp 127.0.0.1 "$EPMD_PORT" || die "epmd did not start"
   write_env
   start_node n1
-  wait_tcp "$IP_n1" "$PORT_n1" 120 || die "rabbitmq n1 did not start: $(tail -5 "$D/n1"/log/*.log 2>&1)"
+  wait_tcp "$IP_n1" "$PORT_n1" 120 || die "rabbitmq n1 did not start: $(tail -5 "$D/n1.startup.log" "$D"/n1/log/*.log 2>&1)"
   start_node n2
   start_node n3
   for n in n2 n3; do
-    wait_tcp "$(node_ip $n)" "$(eval "echo \$PORT_$n")" 120 || die "rabbitmq $n did not start: $(tail -5 "$D/$n"/log/*.log 2>&1)"
+    wait_tcp "$(node_ip $n)" "$(eval "echo \$PORT_$n")" 120 || die "rabbitmq $n did not start: $(tail -5 "$D/$n.startup.log" "$D/$n"/log/*.log 2>&1)"
   done
   # Every node running in one cluster.
   local ok=0
