@@ -367,7 +367,10 @@ start_node() { # start_node NODE: the node's command, as this process's child
 
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM HUP
+  # A second signal (Ctrl-C again, a wrapper passing it on) must not cut
+  # the cleanup short.
+  trap "" INT TERM HUP
+  trap - EXIT
   local p
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   [ -n "${WATCHDOG:-}" ] && kill -KILL "$WATCHDOG" 2>/dev/null || true
