@@ -182,6 +182,7 @@ func (w *Worker) Key(job adapters.Job) (string, error) {
 // error is only for a broken setup (the queue closed under it).
 func (w *Worker) Step(ctx context.Context) (bool, error) {
 	var none adapters.Delivery
+	asked := w.Env.Now()
 	w.rec(history.Invoke, history.Lease, none, "", "", nil)
 	var d adapters.Delivery
 	err := w.call(ctx, func(ctx context.Context) (err error) { d, err = w.Queue.Lease(ctx, w.Lease); return err })
@@ -196,7 +197,9 @@ func (w *Worker) Step(ctx context.Context) (bool, error) {
 	w.rec(history.OK, history.Lease, d, key, strconv.FormatInt(w.Lease.Milliseconds(), 10), nil)
 	w.seq++
 	now := w.Env.Now()
-	h := &held{d: d, key: key, id: w.Env.Process + "/" + strconv.Itoa(w.seq), since: now, extended: now, budget: AgeBudgetOf(d.Job)}
+	// The lease runs from when it was asked for: its answer may come late (a
+	// commit waiting for a synchronous standby through a failover).
+	h := &held{d: d, key: key, id: w.Env.Process + "/" + strconv.Itoa(w.seq), since: now, extended: asked, budget: AgeBudgetOf(d.Job)}
 	var led Ledger
 	if kerr == nil {
 		if led, err = w.begin(ctx, h); err != nil {
@@ -362,11 +365,12 @@ func (w *Worker) keepAlive(ctx context.Context, h *held) {
 }
 
 func (w *Worker) extend(ctx context.Context, h *held, ext adapters.Extender) error {
+	asked := w.Env.Now()
 	w.rec(history.Invoke, history.Extend, h.d, h.key, "", nil)
 	err := w.call(ctx, func(ctx context.Context) error { return ext.Extend(ctx, h.d, w.Lease) })
 	w.recResult(history.Extend, h.d, h.key, strconv.FormatInt(w.Lease.Milliseconds(), 10), err)
 	if err == nil {
-		h.extended = w.Env.Now()
+		h.extended = asked
 	}
 	return err
 }
@@ -445,8 +449,16 @@ func (w *Worker) extract(ctx context.Context, h *held) (string, error) {
 	if p.Crash {
 		w.Hooks.At(ctx, Poison, d.Job.ID)
 	}
+	ext, _ := w.Queue.(adapters.Extender)
+	if ext != nil && !w.Sabotage.NoHeartbeat && w.Env.Now().Sub(h.extended) >= w.Lease/3 {
+		// A third of the lease or more went by before the work starts (its
+		// answer came late, or the fence waited on the store): renew it first,
+		// or give the job back if another delivery owns it now.
+		if err := w.extend(ctx, h, ext); lost(err) {
+			return "", err
+		}
+	}
 	if p.Slow > 0 {
-		ext, _ := w.Queue.(adapters.Extender)
 		step := max(w.Lease/3, time.Millisecond)
 		for left := p.Slow; left > 0; left -= step {
 			if err := w.Env.Sleep(ctx, min(step, left)); err != nil {

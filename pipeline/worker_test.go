@@ -491,3 +491,44 @@ func TestWorkerCrashInferenceWaitsALease(t *testing.T) {
 		})
 	}
 }
+
+// slowLease is a queue whose lease answers come delay after they were asked
+// for, on the rig's clock (a commit waiting for a synchronous standby through
+// a failover).
+type slowLease struct {
+	*faultyQueue
+	r     *rig
+	delay time.Duration
+}
+
+func (s slowLease) Lease(ctx context.Context, l time.Duration) (adapters.Delivery, error) {
+	d, err := s.faultyQueue.Lease(ctx, l)
+	s.r.now = s.r.now.Add(s.delay)
+	return d, err
+}
+
+// The lease runs from when it was asked for: an answer that came a third of
+// the lease or more after it renews the lease before the work.
+func TestWorkerRenewsALeaseAnsweredLate(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		want  int // extends
+	}{
+		{delay: 0, want: 0},
+		{delay: testLease / 4, want: 0},
+		{delay: testLease/3 + time.Second, want: 1},
+	} {
+		t.Run(tc.delay.String(), func(t *testing.T) {
+			r := newRig(script{}, script{}, false)
+			r.w.Queue = slowLease{faultyQueue: r.w.Queue.(*faultyQueue), r: r, delay: tc.delay}
+			r.enqueue(t, Payload{Doc: "doc-1", Text: "invoice 1"})
+			r.run(3)
+			if got := r.count(history.Extend, history.OK, ""); got != tc.want {
+				t.Errorf("%d extends, want %d", got, tc.want)
+			}
+			if got := r.count(history.Ack, history.OK, ""); got != 1 {
+				t.Errorf("%d acks, want 1: the job was not done", got)
+			}
+		})
+	}
+}
