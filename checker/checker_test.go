@@ -523,9 +523,7 @@ func baseCases() []testCase {
 			// before the next one was granted. Late, not preempted.
 			name: "a holder whose lease answer came after it may have run out",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
-				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).wait(9e9).
-				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
-				pair("w1", history.OK, history.Fence, "a", keyA, 1, "", "").
+				deliverLate("w1", "a", keyA, 1, 9e9).
 				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
 				wait(1e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),
@@ -536,9 +534,7 @@ func baseCases() []testCase {
 			// came before the first could have run out, however it is counted.
 			name: "a holder whose late lease answer still held",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
-				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).wait(5e9).
-				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
-				pair("w1", history.OK, history.Fence, "a", keyA, 1, "", "").
+				deliverLate("w1", "a", keyA, 1, 5e9).
 				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
 				wait(3e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),

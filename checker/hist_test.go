@@ -49,7 +49,13 @@ func (h *hist) pair(proc string, typ history.Type, f history.F, job, key string,
 
 // deliver is lease (invoke, ok) and fence (invoke, ok).
 func (h *hist) deliver(proc, job, key string, tok uint64) *hist {
-	h.rec(history.Op{Process: proc, Type: history.Invoke, F: history.Lease})
+	return h.deliverLate(proc, job, key, tok, 0)
+}
+
+// deliverLate is deliver with the lease's answer late nanoseconds after its
+// invoke.
+func (h *hist) deliverLate(proc, job, key string, tok uint64, late int64) *hist {
+	h.rec(history.Op{Process: proc, Type: history.Invoke, F: history.Lease}).wait(late)
 	h.rec(history.Op{Process: proc, Type: history.OK, F: history.Lease, Job: job, Key: key, Token: tok, Attempt: int(tok), Value: "10000"})
 	return h.pair(proc, history.OK, history.Fence, job, key, tok, "", "")
 }
