@@ -110,6 +110,11 @@ type Plan struct {
 	// the node this selector names when the run starts, and keeps it there:
 	// a client on that node's side of a partition, or on a deposed primary.
 	PinProducer string `json:"pin_producer,omitempty"`
+	// KillAfterLease, if set, holds the primary's kill (NodeKill of
+	// SelPrimary) until a worker was handed a job no longer than this
+	// before it: with replication lagging by more, that delivery (its lease
+	// and token) is on no replica yet when the primary dies.
+	KillAfterLease time.Duration `json:"kill_after_lease,omitempty"`
 }
 
 // Points tracks crash and pause points: which arrival fires which fault. Safe for

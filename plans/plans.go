@@ -47,20 +47,24 @@ const (
 // runs: every plan durachk writes (durachk plan with --jobs up to 10000,
 // explore's rounds and shrunk plans) is within them.
 const (
-	MaxWorkers  = 64
-	MinLease    = 100 * time.Millisecond
-	MaxLease    = time.Hour
-	MinPoll     = 10 * time.Millisecond
-	MaxPoll     = time.Minute
-	MinLimit    = time.Second
-	MaxLimit    = contracts.MaxLimit
-	MaxJobs     = 20_000 // jobs, count expanded: the CLI's 10,000 and what a contract adds to them
-	MaxFaults   = 1000
-	MaxVersion  = 1_000_000
-	MaxAttempts = 1000
-	MaxNth      = 1_000_000
-	MaxDeadline = 24 * time.Hour // also age_budget
-	MaxLatency  = time.Minute    // delay and jitter
+	MaxWorkers = 64
+	MinLease   = 100 * time.Millisecond
+	MaxLease   = time.Hour
+	MinPoll    = 10 * time.Millisecond
+	MaxPoll    = time.Minute
+	// kill_after_lease: the controller reads the histories every 20 ms, so
+	// a delivery fresher than 10 ms is not seen in time; 10 s bounds the wait.
+	MinKillAfterLease = 10 * time.Millisecond
+	MaxKillAfterLease = 10 * time.Second
+	MinLimit          = time.Second
+	MaxLimit          = contracts.MaxLimit
+	MaxJobs           = 20_000 // jobs, count expanded: the CLI's 10,000 and what a contract adds to them
+	MaxFaults         = 1000
+	MaxVersion        = 1_000_000
+	MaxAttempts       = 1000
+	MaxNth            = 1_000_000
+	MaxDeadline       = 24 * time.Hour // also age_budget
+	MaxLatency        = time.Minute    // delay and jitter
 	// MaxIdlePolls bounds workers × limit ÷ poll: the embedded target records
 	// every empty lease of every worker (an idle worker polls every 8 × poll
 	// at most), so 64 workers idle for a day would record millions of
@@ -87,6 +91,9 @@ type Plan struct {
 	Operator    bool     `yaml:"operator,omitempty" json:"operator,omitempty"`
 	Canaries    []string `yaml:"canaries,omitempty" json:"canaries,omitempty"`
 	PinProducer string   `yaml:"pin_producer,omitempty" json:"pin_producer,omitempty"`
+	// KillAfterLease holds the primary's kill until a job was handed out no
+	// longer than this before it (faults.Plan.KillAfterLease).
+	KillAfterLease Duration `yaml:"kill_after_lease,omitempty" json:"kill_after_lease,omitempty"`
 	// AtRisk is what the plan's claim needs at risk in a run (measures of
 	// the registry, atrisk.go): a run that put less at risk is unknown.
 	AtRisk []Risk `yaml:"at_risk,omitempty" json:"at_risk,omitempty"`
@@ -398,7 +405,7 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 		return bad("workers %d: want 1 to %d", p.Workers, MaxWorkers)
 	}
 	if err := errors.Join(inRange("lease", p.Lease, MinLease, MaxLease), inRange("poll", p.Poll, MinPoll, MaxPoll),
-		inRange("limit", p.Limit, MinLimit, MaxLimit)); err != nil {
+		inRange("limit", p.Limit, MinLimit, MaxLimit), inRange("kill_after_lease", p.KillAfterLease, MinKillAfterLease, MaxKillAfterLease)); err != nil {
 		return bad("%v", oneLineErr(err))
 	}
 	if err := validRisks(p.AtRisk); err != nil {
@@ -436,7 +443,7 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 		}
 		sc.Jobs = append(sc.Jobs, js...)
 	}
-	sc.Plan = faults.Plan{Name: sc.Name, PinProducer: p.PinProducer}
+	sc.Plan = faults.Plan{Name: sc.Name, PinProducer: p.PinProducer, KillAfterLease: p.KillAfterLease.D()}
 	for i, f := range p.Faults {
 		ff, err := f.fault(sc.Workers, sc.Limit)
 		if err != nil {
@@ -639,7 +646,8 @@ func FromContract(c *contracts.Contract, seed uint64, jobs int) (*Plan, error) {
 // seed it runs with. It fails when the plan would not give back sc exactly.
 func FromScenario(sc contracts.Scenario, contract string, seed uint64) (*Plan, error) {
 	p := &Plan{Format: Format, Name: sc.Name, Contract: contract, Seed: seed, Workers: sc.Workers, Lease: Duration(sc.Lease),
-		Poll: Duration(sc.Poll), Limit: Duration(sc.Limit), Operator: sc.Operator, Canaries: slices.Clone(sc.Canaries), PinProducer: sc.Plan.PinProducer}
+		Poll: Duration(sc.Poll), Limit: Duration(sc.Limit), Operator: sc.Operator, Canaries: slices.Clone(sc.Canaries), PinProducer: sc.Plan.PinProducer,
+		KillAfterLease: Duration(sc.Plan.KillAfterLease)}
 	for _, js := range sc.Jobs {
 		pl, err := pipeline.DecodePayload(js.Job.Payload)
 		if err != nil {

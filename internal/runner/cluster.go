@@ -49,6 +49,7 @@ type clusterRun struct {
 	produced   atomic.Bool
 	unfinished atomic.Int64
 	leased     atomic.Int64
+	handedOut  atomic.Int64 // historyTail.handedOut
 	shift      atomic.Int64
 
 	mu        sync.Mutex
@@ -211,6 +212,7 @@ func (r *run) publishRisk() {
 	r.cl.produced.Store(r.tail.produced)
 	r.cl.unfinished.Store(int64(r.tail.unfinished))
 	r.cl.leased.Store(int64(r.tail.leased))
+	r.cl.handedOut.Store(r.tail.handedOut)
 }
 
 // clusterShift is how long the controller held its node faults back.
@@ -228,11 +230,20 @@ func (r *run) clusterShift() time.Duration {
 // a job is acknowledged well before a worker holds it); a partition of a plan
 // that pins the producer, for the producer's first enqueue (a producer that
 // connects only after the cut, or not before the heal, puts nothing at
-// risk). Other faults wait for nothing.
+// risk). With Plan.KillAfterLease the primary's kill waits, besides, for a
+// job handed out no longer than that before: a delivery, its lease and its
+// token, that the lagging replicas do not have yet (a kill a second after
+// the last delivery finds every token replicated, and the failover hands out
+// none again). Other faults wait for nothing.
 func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
 	switch {
 	case f.Kind == faults.NodeKill && f.Node == faults.SelPrimary:
-		return "an acknowledged job without an outcome and a lease held", c.unfinished.Load() > 0 && c.leased.Load() > 0
+		what, ok = "an acknowledged job without an outcome and a lease held", c.unfinished.Load() > 0 && c.leased.Load() > 0
+		if fresh := c.r.sc.Plan.KillAfterLease; fresh > 0 {
+			what += fmt.Sprintf(", a job handed out less than %s before", fresh)
+			ok = ok && time.Since(time.Unix(0, c.handedOut.Load())) < fresh
+		}
+		return what, ok
 	case f.Kind == faults.NodePartition && c.r.sc.Plan.PinProducer != "":
 		return "the pinned producer's first enqueue", c.produced.Load()
 	}

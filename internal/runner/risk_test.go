@@ -64,6 +64,57 @@ func TestNodeFaultsWaitForWhatTheyPutAtRisk(t *testing.T) {
 	}
 }
 
+// With Plan.KillAfterLease the primary's kill waits, besides, for a job
+// handed out no longer than that before: none yet, or one a second old (on
+// every replica by now), holds it; one handed out just now lets it fire.
+func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
+	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary}
+	c, _ := riskController(t, "")
+	c.r.sc.Plan.KillAfterLease = 100 * time.Millisecond
+	for _, tt := range []struct {
+		name               string
+		unfinished, leased int64
+		handedOut          time.Duration // before now; 0: never
+		want               bool
+	}{
+		{"nothing handed out yet", 1, 1, 0, false},
+		{"the newest delivery a second old", 1, 1, time.Second, false},
+		{"a delivery just now", 1, 1, time.Millisecond, true},
+		{"a delivery just now, nothing acknowledged and unfinished", 0, 1, time.Millisecond, false},
+	} {
+		c.unfinished.Store(tt.unfinished)
+		c.leased.Store(tt.leased)
+		c.handedOut.Store(0)
+		if tt.handedOut > 0 {
+			c.handedOut.Store(time.Now().Add(-tt.handedOut).UnixNano())
+		}
+		what, ok := c.atRisk(kill)
+		if ok != tt.want {
+			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
+		}
+		if !strings.Contains(what, "handed out less than 100ms before") {
+			t.Errorf("%s: waits for %q, which does not name the fresh delivery", tt.name, what)
+		}
+	}
+	// The tail takes the newest first delivery of a job from the histories;
+	// a second delivery of a job already leased does not count.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "w1.jsonl")
+	w, err := history.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 1})
+	w.Record(history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 5})
+	w.Record(history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 9})
+	w.Close()
+	tail := newHistoryTail()
+	tail.read([]string{path})
+	if tail.handedOut != 5 {
+		t.Errorf("handed out at %d, want 5 (the job's first delivery)", tail.handedOut)
+	}
+}
+
 // What is at risk already: the fault fires at once. What never comes: the
 // fault fires after riskWait, the plan moved by as much, and the history says
 // so.

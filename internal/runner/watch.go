@@ -31,6 +31,10 @@ type historyTail struct {
 	// leased counts the jobs leased (a lease answered) that have no outcome
 	// yet: the leases, and their fencing tokens, the broker holds.
 	leased int
+	// handedOut is when the newest first delivery of a job was answered (a
+	// history time, Unix nanoseconds): a delivery a lagging replica may not
+	// have yet.
+	handedOut int64
 }
 
 type jobTrace struct {
@@ -133,6 +137,7 @@ func (w *historyTail) readFile(path string) {
 				b.leased = true
 				if !b.finished {
 					w.leased++
+					w.handedOut = max(w.handedOut, op.T)
 				}
 			}
 		case (op.F == history.Ack || op.F == history.DeadLetter || op.F == history.Cancel) && op.Type == history.OK:
