@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -211,15 +210,9 @@ func LoopbackBlock(runID string) string {
 	return "127.0." + strconv.Itoa(int(2+h%250))
 }
 
-// FreePortOn returns a port free on the loopback address ip.
-func FreePortOn(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePortOn returns a port free on the loopback address ip, and on every
+// other address too (freePort).
+func FreePortOn(ip string) (int, error) { return freePort(ip) }
 
 // startAll runs start for every item at once and joins the errors.
 func startAll[T any](items []T, start func(T) error) error {

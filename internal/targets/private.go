@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -304,17 +305,41 @@ func (p *PrivateProcess) Resume() error {
 	return syscall.Kill(-p.pgid, syscall.SIGCONT)
 }
 
-// FreePort returns a free TCP port on 127.0.0.1.
+// FreePort returns a free TCP port on 127.0.0.1 (and every other address:
+// freePort).
+func FreePort() (int, error) { return freePort("127.0.0.1") }
+
+// freePort returns a port that ip can bind and that no socket holds on any
+// address, drawn below the kernel's ephemeral range.
 //
-// Free on 127.0.0.1 is not enough: the port must be free on every address.
+// Free on ip is not enough: the port must be free on every address.
 // RabbitMQ's prelaunch checks its distribution port with a wildcard bind
 // (0.0.0.0), and a port that something holds on another address — the
 // private clusters of this machine listen on 127.0.x.y — makes the node
 // exit with status 1 (dist_port_already_used) before it logs anything;
-// epmd listens on ::1 as well. So a port taken on any address is passed over.
-func FreePort() (int, error) {
+// epmd listens on ::1 as well. And a port from the ephemeral range, free
+// when drawn, is the kernel's to give to the next outgoing connection of
+// any process before the broker binds it (seconds later for RabbitMQ): a
+// node of a private cluster died with {dist_port_already_used, 42145,
+// not_erlang} while other tests ran. Below that range only a bind takes a
+// port. A machine whose ephemeral range leaves no room below it gets one
+// from the kernel, checked as before.
+func freePort(ip string) (int, error) {
+	lo, hi := stablePorts()
+	for try := 0; try < 200 && hi > lo; try++ {
+		port := lo + mrand.IntN(hi-lo)
+		if !drawn.take(port) || !freeEverywhere(port) {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
 	for try := 0; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			return 0, err
 		}
@@ -324,6 +349,52 @@ func FreePort() (int, error) {
 			return port, nil
 		}
 	}
+}
+
+// drawn remembers the ports this process handed out in the last minutes: a
+// cluster draws all its nodes' ports before any node binds one, and must not
+// draw one twice.
+var drawn = drawnPorts{at: map[int]time.Time{}}
+
+type drawnPorts struct {
+	sync.Mutex
+	at map[int]time.Time
+}
+
+// take marks port handed out and reports whether it was free to hand out
+// (not handed out in the last ten minutes).
+func (d *drawnPorts) take(port int) bool {
+	d.Lock()
+	defer d.Unlock()
+	now := time.Now()
+	if t, ok := d.at[port]; ok && now.Sub(t) < 10*time.Minute {
+		return false
+	}
+	if len(d.at) > 4096 {
+		for p, t := range d.at {
+			if now.Sub(t) >= 10*time.Minute {
+				delete(d.at, p)
+			}
+		}
+	}
+	d.at[port] = now
+	return true
+}
+
+// stablePorts is the range private brokers' ports are drawn from: from
+// 10000 up to the start of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range; 32768 where it cannot be read). Empty
+// (lo ≥ hi) when that range starts at 10000 or below.
+func stablePorts() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				hi = n
+			}
+		}
+	}
+	return 10000, hi
 }
 
 // freeEverywhere reports whether port can be bound on the wildcard address

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStartErrorKeepsWhatTheServerSaid: a private process that exits while
@@ -100,5 +101,44 @@ func TestFreePortIsFreeEverywhere(t *testing.T) {
 		if !freeEverywhere(port) || port == held {
 			t.Fatalf("FreePort returned %d, not free on every address", port)
 		}
+	}
+}
+
+// A private broker's port comes from below the kernel's ephemeral range
+// (which any outgoing connection may take before the broker binds it), is
+// free on every address, and is never handed out twice in a row: a cluster
+// draws every node's ports before any node binds one. FreePortOn gives the
+// same, bindable on its address.
+func TestFreePortsAreStableAndDistinct(t *testing.T) {
+	lo, hi := stablePorts()
+	if hi <= lo {
+		t.Skipf("the ephemeral range starts at %d: no room below it", hi)
+	}
+	seen := map[int]bool{}
+	for i := range 300 {
+		get := FreePort
+		if i%2 == 1 {
+			get = func() (int, error) { return FreePortOn("127.0.0.1") }
+		}
+		port, err := get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < lo || port >= hi {
+			t.Fatalf("port %d is outside %d–%d (the kernel's ephemeral range starts at %d)", port, lo, hi-1, hi)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
+	}
+	var d drawnPorts
+	d.at = map[int]time.Time{}
+	if !d.take(12345) || d.take(12345) {
+		t.Error("a port handed out is handed out again at once")
+	}
+	d.at[12345] = time.Now().Add(-11 * time.Minute)
+	if !d.take(12345) {
+		t.Error("a port handed out eleven minutes ago is still held back")
 	}
 }
