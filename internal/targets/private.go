@@ -317,13 +317,14 @@ func FreePort() (int, error) { return freePort("127.0.0.1") }
 // (0.0.0.0), and a port that something holds on another address — the
 // private clusters of this machine listen on 127.0.x.y — makes the node
 // exit with status 1 (dist_port_already_used) before it logs anything;
-// epmd listens on ::1 as well. And a port from the ephemeral range, free
-// when drawn, is the kernel's to give to the next outgoing connection of
-// any process before the broker binds it (seconds later for RabbitMQ): a
-// node of a private cluster died with {dist_port_already_used, 42145,
-// not_erlang} while other tests ran. Below that range only a bind takes a
-// port. A machine whose ephemeral range leaves no room below it gets one
-// from the kernel, checked as before.
+// epmd listens on ::1 as well. A cluster node's ports were checked on its
+// own address only (FreePortOn): a node died with {dist_port_already_used,
+// 42145, not_erlang} while other tests ran. And a port from the kernel's
+// ephemeral range is what every other process's bind(0) draws from too
+// (other runs' brokers, before they bind): below that range only a port
+// chosen the same way can collide, and drawn tells this process's apart. A
+// machine whose ephemeral range leaves no room below it gets one from the
+// kernel, checked as before.
 func freePort(ip string) (int, error) {
 	lo, hi := stablePorts()
 	for try := 0; try < 200 && hi > lo; try++ {
