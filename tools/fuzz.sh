@@ -9,9 +9,10 @@
 # -fuzztime can fail a clean run with "context deadline exceeded" at its end
 # (golang/go#75804), and a count keeps the work the same however loaded the
 # machine. The counts take 1 to 8 s each (1.5 s of it building and replaying
-# the corpus), 32 to 42 s in all on 2 cores at load 5 to 10; FUZZ_SCALE=10 fuzzes ten times
-# as many inputs. A failure leaves its input in the package's
-# testdata/fuzz (go test -run=FuzzX/<name> replays it).
+# the corpus), 31 s in all on 2 idle cores (.ci/run runs it beside the
+# tests, at nice 19); FUZZ_SCALE=10 fuzzes ten times as many inputs. A
+# failure leaves its input in the package's testdata/fuzz (go test
+# -run=FuzzX/<name> replays it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scale="${FUZZ_SCALE:-1}"
