@@ -113,8 +113,9 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	}
 	defer release()
 	// The probe's namespaces go on every path, SIGINT too: with a context of
-	// their own, bounded.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// their own, bounded (longer on a busy machine: a loaded CI run's
+	// teardown outlasted 5 s).
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(float64(5*time.Second)*Stretch()))
 	defer cancel()
 	q, err := targets.OpenQueue(ctx, probe)
 	if err != nil {

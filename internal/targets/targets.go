@@ -312,17 +312,10 @@ func TeardownQueue(ctx context.Context, s Spec) error {
 	return nil
 }
 
-// TeardownStore removes the run's effect store schema.
+// TeardownStore removes the run's effect store schema, without creating it
+// first when it was never made.
 func TeardownStore(ctx context.Context, s Spec) error {
-	st, err := OpenStore(ctx, s)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if d, ok := st.(Dropper); ok {
-		return d.Drop(ctx)
-	}
-	return nil
+	return pgstore.DropSchema(ctx, s.StoreURL, s.StoreSchema())
 }
 
 // Teardown removes the run's queue and store namespaces.

@@ -219,6 +219,26 @@ func (s *Store) Drop(ctx context.Context) error {
 	return s.wrap(s.db.DropSchema(ctx, s.schema))
 }
 
+// DropSchema removes schema, and everything in it, from the server at url
+// without creating it first (Open provisions every table: tearing down a
+// schema never made, such as a probe's, cost a DDL transaction, which on a
+// loaded server outlasted its teardown's bound). A missing schema is not an
+// error.
+func DropSchema(ctx context.Context, url, schema string) error {
+	if err := pgdb.ValidSchema(schema); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	defer db.Close()
+	if err := db.DropSchema(ctx, schema); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
 // Close closes the pool. It is idempotent.
 func (s *Store) Close() error {
 	s.db.Close()

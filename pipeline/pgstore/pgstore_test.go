@@ -109,6 +109,32 @@ func TestOpenTwiceAndDrop(t *testing.T) {
 	}
 }
 
+// DropSchema removes a store's schema without opening the store, and a
+// schema never made is no error and is not made by it (a probe's teardown
+// used to provision every table only to drop them).
+func TestDropSchemaWithoutCreating(t *testing.T) {
+	url := testURL(t)
+	ctx := context.Background()
+	missing := "durachk_t" + randomSuffix()
+	if err := DropSchema(ctx, url, missing); err != nil {
+		t.Fatalf("drop of a schema never made: %v", err)
+	}
+	if schemaExists(t, missing) {
+		dropSchema(t, missing)
+		t.Fatalf("DropSchema made %s", missing)
+	}
+	s := newStore(t, Options{})
+	if err := DropSchema(ctx, url, s.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	if schemaExists(t, s.Schema()) {
+		t.Errorf("schema %s still exists after DropSchema", s.Schema())
+	}
+	if err := DropSchema(ctx, url, "public"); err == nil {
+		t.Error("DropSchema dropped a schema that is not durachk's")
+	}
+}
+
 func newStore(t *testing.T, opts Options) *Store {
 	return newStoreAt(t, testURL(t), opts)
 }
