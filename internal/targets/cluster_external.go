@@ -8,6 +8,7 @@ import (
 	neturl "net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +110,12 @@ type externalCluster struct {
 	nodes   []string
 	proxies proxySet
 	pinned  map[string]*faults.Proxy
+	// front is the link of each node's client proxy, where the run's clients
+	// reach the node through durachk (a Postgres multi-host URL's hosts), and
+	// url the target's URL through those proxies: a partition cuts the
+	// clients outside the minority there, whatever the command cuts.
+	front map[string]*faults.Link
+	url   string
 
 	mu     sync.Mutex
 	down   map[string]bool
@@ -132,6 +139,15 @@ func attachExternalCluster(_ context.Context, s Spec, env ClusterEnv) (Cluster, 
 		}
 		c.pinned[n] = p
 	}
+	c.url = s.URL
+	if s.Kind == "postgres" && CanPartitionNodes(s) {
+		url, err := c.frontURL()
+		if err != nil {
+			c.proxies.closeAll()
+			return nil, s, err
+		}
+		c.url, s.URL = url, url
+	}
 	if CanLagNodes(s) {
 		return laggingExternal{c}, s, nil
 	}
@@ -144,7 +160,7 @@ func (c *externalCluster) Describe() string {
 	return fmt.Sprintf("existing %s cluster of %d nodes under control commands", c.s.Kind, len(c.nodes))
 }
 func (c *externalCluster) Nodes() []string          { return slices.Clone(c.nodes) }
-func (c *externalCluster) URL() string              { return c.s.URL }
+func (c *externalCluster) URL() string              { return c.url }
 func (c *externalCluster) StartTime() time.Duration { return 0 }
 
 // directURL is the target's URL for the one node at hostport.
@@ -167,6 +183,36 @@ func (c *externalCluster) directURL(hostport string) (string, error) {
 	q.Del("addr")
 	q.Del("target_session_attrs")
 	u.RawQuery, u.Host = q.Encode(), hostport
+	return u.String(), nil
+}
+
+// frontURL puts a client proxy of durachk's in front of every host of the
+// multi-host URL that is a node's address, and returns the URL through them.
+// The clients of a Postgres pair all reach the nodes from one place, so the
+// command that cuts a node off cannot tell the pinned producer (which stays
+// with the minority) from the workers (which must lose it, as on a private
+// cluster): durachk cuts its own proxy instead. A host that names no node is
+// left as it is.
+func (c *externalCluster) frontURL() (string, error) {
+	u, err := neturl.Parse(c.s.URL)
+	if err != nil {
+		return "", err
+	}
+	c.front = map[string]*faults.Link{}
+	hosts := strings.Split(u.Host, ",")
+	for i, h := range hosts {
+		n := c.byAddr(h)
+		if n == "" {
+			continue
+		}
+		l := faults.NodeLink(n)
+		p, err := c.proxies.start(&faults.Proxy{Upstream: h, Also: []*faults.Link{l}})
+		if err != nil {
+			return "", err
+		}
+		c.front[n], hosts[i] = l, p.Addr()
+	}
+	u.Host = strings.Join(hosts, ",")
 	return u.String(), nil
 }
 
@@ -346,6 +392,9 @@ func (c *externalCluster) Partition(nodes []string) error {
 			c.cut = append(c.cut, n)
 		}
 		c.mu.Unlock()
+		if l := c.front[n]; l != nil {
+			l.Cut(true)
+		}
 		if err := RunControl(context.Background(), c.s, n, ActionPartition); err != nil {
 			return err
 		}
@@ -362,6 +411,9 @@ func (c *externalCluster) Heal() error {
 	var errs []error
 	for _, n := range cut {
 		errs = append(errs, RunControl(context.Background(), c.s, n, ActionHeal))
+		if l := c.front[n]; l != nil {
+			l.Cut(false)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package targets
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -257,5 +259,103 @@ func TestLeaderLine(t *testing.T) {
 		if got := leaderLine(out); got != want {
 			t.Errorf("leaderLine(%q) = %q, want %q", out, got, want)
 		}
+	}
+}
+
+// On an existing Postgres pair, every client reaches the nodes from one place,
+// so a command cannot cut the workers off a node and leave the pinned producer
+// with it: the multi-host URL goes through durachk's own proxies, and a
+// partition cuts the node's proxy while its pinned client still gets through.
+func TestExternalPostgresPartitionCutsTheClientsOutsideTheMinority(t *testing.T) {
+	echo := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	addrs := map[string]string{"n1": echo(), "n2": echo()}
+	v := url.Values{}
+	for n, a := range addrs {
+		v.Set("control."+n+".kill", "true")
+		v.Set("control."+n+".start", "true")
+		v.Set("control."+n+".addr", a)
+		v.Set("control."+n+".partition", "true")
+		v.Set("control."+n+".heal", "true")
+	}
+	v.Set("target_session_attrs", "read-write")
+	s, err := Parse("postgres://u@" + addrs["n1"] + "," + addrs["n2"] + ",db.example:5432/d?" + v.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, spec, err := StartCluster(context.Background(), s, ClusterEnv{RunID: "abcd1234", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	u, err := url.Parse(cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := strings.Split(u.Host, ",")
+	if spec.URL != cl.URL() || len(hosts) != 3 || hosts[0] == addrs["n1"] || hosts[1] == addrs["n2"] || hosts[2] != "db.example:5432" ||
+		u.Query().Get("target_session_attrs") != "read-write" {
+		t.Fatalf("URL %s (spec %s): want n1 and n2 behind proxies, the third host and the query unchanged", cl.URL(), spec.URL)
+	}
+	pinned, err := cl.NodeURL("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, err := url.Parse(pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// answers says whether addr echoes a byte within a second.
+	answers := func(addr string) bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte{7}); err != nil {
+			return false
+		}
+		b := make([]byte, 1)
+		_, err = io.ReadFull(c, b)
+		return err == nil && b[0] == 7
+	}
+	for i, h := range hosts[:2] {
+		if !answers(h) {
+			t.Fatalf("host %d (%s) does not reach its node before the partition", i, h)
+		}
+	}
+	if err := cl.Partition([]string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if answers(hosts[0]) {
+		t.Error("the clients outside the minority still reach n1 while it is cut off")
+	}
+	if !answers(hosts[1]) {
+		t.Error("the clients do not reach n2 while n1 is cut off")
+	}
+	if !answers(pu.Host) {
+		t.Error("the producer pinned to n1 does not reach it while it is cut off")
+	}
+	if err := cl.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if !answers(hosts[0]) {
+		t.Error("the clients do not reach n1 again after the heal")
 	}
 }
