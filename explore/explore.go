@@ -36,6 +36,8 @@ type Options struct {
 	// Jobs per round (DefaultJobs) and the most faults a round draws
 	// (DefaultMaxFaults).
 	Jobs, MaxFaults int
+	// Pace: the producer sends Pace times as fast as the round draws (0: 1).
+	Pace int
 	// Kinds narrows the fault kinds drawn (nil: every kind the target
 	// supports); a kind the target does not support is an error.
 	Kinds []faults.Kind
@@ -198,6 +200,7 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	}
 	caps := t.Capabilities()
 	nem := NewNemesis(caps, cmp.Or(o.Jobs, DefaultJobs), cmp.Or(o.MaxFaults, DefaultMaxFaults))
+	nem.Pace = o.Pace
 	s := &Summary{Verdicts: map[contracts.Verdict]int{}, Violations: map[string]int{}, Drawn: map[string]int{},
 		Stats: contracts.Stats{Faults: map[string]int{}, Redeliveries: map[string]int{}}}
 	s.Kinds, s.NotDrawn = Supported(caps)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/durachk/durachk/contracts"
@@ -191,5 +192,44 @@ func TestFoundBeforeShrink(t *testing.T) {
 	}
 	if seen == nil || seen.Finding == nil || shrunkThen {
 		t.Errorf("Found called with %+v (shrunk already: %v), want the finding before its shrink", seen, shrunkThen)
+	}
+}
+
+// Pace N sends the same jobs N times as fast: the producer's times shrink by
+// N and the faults fall within the shorter span it sends them over.
+func TestNemesisPace(t *testing.T) {
+	caps := contracts.MemTarget{}.Capabilities()
+	slow := explore.NewNemesis(caps, 200, 6)
+	fast := explore.NewNemesis(caps, 200, 6)
+	fast.Pace = 4
+	for seed := range uint64(20) {
+		a, b := slow.Draw(seed), fast.Draw(seed)
+		if len(a.Jobs) != len(b.Jobs) || len(a.Faults) != len(b.Faults) {
+			t.Fatalf("seed %d: pace changed the workload: %d jobs %d faults, %d jobs %d faults", seed, len(a.Jobs), len(a.Faults), len(b.Jobs), len(b.Faults))
+		}
+		at := map[string]plans.Duration{}
+		for _, j := range b.Jobs {
+			at[j.ID] = j.At
+		}
+		for _, j := range a.Jobs {
+			if strings.HasSuffix(j.ID, "-again") { // a second later than its first, at any pace
+				continue
+			}
+			if fa, ok := at[j.ID]; !ok || j.At != 4*fa {
+				t.Fatalf("seed %d: %s at %v, at pace 4 at %v (there: %t): want a quarter of the time", seed, j.ID, j.At, fa, ok)
+			}
+		}
+		span := at["j0199"] + at["j0001"]
+		if at["j0001"] == 0 {
+			t.Fatalf("seed %d: the producer sends every job at once", seed)
+		}
+		for _, f := range b.Faults {
+			if f.At > span {
+				t.Errorf("seed %d: a %s at %v, after the producer's span at pace 4 (%v)", seed, f.Kind, f.At, span)
+			}
+		}
+		if _, err := b.Scenario(); err != nil {
+			t.Fatalf("seed %d: invalid plan at pace 4: %v", seed, err)
+		}
 	}
 }

@@ -36,6 +36,10 @@ type Nemesis struct {
 	FIFO bool
 	// Nodes: the target is replicated (node faults and the replication link).
 	Nodes bool
+	// Pace speeds the producer up: it sends Pace times as fast as drawn
+	// (0 or 1: one job every 10 to 70 ms), so that a round on a real broker
+	// puts it under load (a race needs load to show) without more rounds.
+	Pace int
 }
 
 // Supported returns the fault kinds a target with capabilities c can apply,
@@ -104,7 +108,7 @@ func drawKind(r *rand.Rand, operator bool) string {
 func (n *Nemesis) Draw(seed uint64) *plans.Plan {
 	r := rand.New(rand.NewPCG(seed, 0xe4b1))
 	jobs := max(n.Jobs, 1)
-	every := time.Duration(10+r.IntN(60)) * time.Millisecond // the producer's pace
+	every := time.Duration(10+r.IntN(60)) * time.Millisecond / time.Duration(max(n.Pace, 1)) // the producer's pace
 	span := time.Duration(jobs) * every
 	p := &plans.Plan{Format: plans.Format, Name: fmt.Sprintf("explore round (seed %d)", seed), Contract: plans.Generic, Seed: seed,
 		Workers: 3 + r.IntN(4), Operator: r.IntN(3) == 0, Limit: plans.Duration(roundLimit)}

@@ -354,6 +354,7 @@ func run(args []string) error {
 	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for (no round starts after it), such as 5m")
 	ef.IntVar(&eo.Rounds, "rounds", 0, "stop after this many rounds (0: until --duration)")
 	ef.IntVar(&eo.Jobs, "jobs", explore.DefaultJobs, "jobs per round")
+	ef.IntVar(&eo.Pace, "pace", 0, "the producer sends this many times as fast as a round draws (default 1: a job every 10 to 70 ms)")
 	ef.IntVar(&eo.MaxFaults, "max-faults", explore.DefaultMaxFaults, "most faults a round draws (at least one)")
 	ef.StringSliceVar(&eo.Faults, "faults", nil, "fault kinds to draw, comma-separated (default: every kind the target supports)")
 	ef.IntVar(&eo.Parallel, "parallel", 0, "rounds at a time (default: one per CPU on mem, 1 on real targets)")

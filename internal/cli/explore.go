@@ -30,6 +30,7 @@ type ExploreOptions struct {
 	Rounds    int
 	Jobs      int
 	MaxFaults int
+	Pace      int
 	Faults    []string // fault kinds to draw (default: every kind the target supports)
 	Parallel  int
 	// Shard is "i/N": the exploration takes rounds i-1, i-1+N, ... of the
@@ -68,7 +69,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 		return err
 	}
 	sh := o.Shrink
-	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Parallel: o.Parallel,
+	eo := explore.Options{Seed: o.Seed, Duration: o.Duration, Rounds: o.Rounds, Jobs: o.Jobs, MaxFaults: o.MaxFaults, Pace: o.Pace, Parallel: o.Parallel,
 		Shard: shard, KeepGoing: o.KeepGoing, Progress: stderr, Every: o.Every, Shrink: sh}
 	eo.Shrink.Off = o.NoShrink
 	for _, k := range o.Faults {
@@ -291,8 +292,8 @@ func exploration(o ExploreOptions, shard explore.Shard, s *explore.Summary) *rep
 // document's).
 func exploreConfig(o ExploreOptions) string {
 	props := slices.Sorted(slices.Values(o.Properties))
-	return fmt.Sprintf("rounds=%d jobs=%d max-faults=%d faults=%s property=%s sabotage=%s keep-going=%t no-shrink=%t",
-		o.Rounds, cmp.Or(o.Jobs, explore.DefaultJobs), cmp.Or(o.MaxFaults, explore.DefaultMaxFaults),
+	return fmt.Sprintf("rounds=%d jobs=%d pace=%d max-faults=%d faults=%s property=%s sabotage=%s keep-going=%t no-shrink=%t",
+		o.Rounds, cmp.Or(o.Jobs, explore.DefaultJobs), cmp.Or(o.Pace, 1), cmp.Or(o.MaxFaults, explore.DefaultMaxFaults),
 		strings.Join(o.Faults, ","), strings.Join(props, ","), o.Sabotage, o.KeepGoing, o.NoShrink)
 }
 

@@ -121,8 +121,10 @@ var Bounds = map[string]map[string]Bound{
 		// A round has 30 minutes of scenario time (explore's roundLimit): with
 		// 2 % of slow jobs (25 s) on as few as 3 workers, 6000 jobs left 1 of
 		// 48 rounds undrained (unknown), 5000 none.
-		"jobs":         {Min: 1, Max: 5000, Why: "a round drains about that many in its 30 minutes of scenario time"},
-		"max-faults":   {Min: 1, Max: 100},
+		"jobs":       {Min: 1, Max: 5000, Why: "a round drains about that many in its 30 minutes of scenario time"},
+		"max-faults": {Min: 1, Max: 100},
+		// One job every 0.5 to 3.5 ms at 20: past what one producer sends.
+		"pace":         {Min: 1, Max: 20, Zero: "1, the drawn pace: a job every 10 to 70 ms"},
 		"parallel":     {Min: 1, Max: 64, Zero: "one per CPU on mem, 1 on real targets"},
 		"shard":        shardBound,
 		"shrink-tries": {Min: 1, Max: 100_000},
@@ -201,7 +203,7 @@ func checkRunFlags(o *RunOptions) error {
 func checkExploreFlags(o ExploreOptions) error {
 	sh := o.Shrink
 	if err := checkBounds("explore", map[string]int64{"duration": int64(o.Duration), "rounds": int64(o.Rounds),
-		"jobs": int64(cmp.Or(o.Jobs, explore.DefaultJobs)), "max-faults": int64(cmp.Or(o.MaxFaults, explore.DefaultMaxFaults)),
+		"jobs": int64(cmp.Or(o.Jobs, explore.DefaultJobs)), "max-faults": int64(cmp.Or(o.MaxFaults, explore.DefaultMaxFaults)), "pace": int64(o.Pace),
 		"parallel": int64(o.Parallel), "shrink-tries": int64(cmp.Or(sh.Tries, explore.DefaultShrinkTries)),
 		"shrink-time": int64(cmp.Or(sh.Time, explore.DefaultShrinkTime)), "shrink-k": int64(cmp.Or(sh.K, explore.DefaultK)),
 		"shrink-n": int64(sh.N), "replay": int64(cmp.Or(sh.Replay, explore.DefaultReplay)),
