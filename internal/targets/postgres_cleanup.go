@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/internal/redact"
@@ -130,8 +131,15 @@ func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 		return fail(err)
 	}
 	return func() {
+		// Unlocked before the session closes: a closed session's lock goes
+		// only once its backend has processed the goodbye, and a cleanup
+		// right after the run (on a loaded server) would still find the run
+		// live. The close releases it anyway if the unlock fails.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock(`+runLockSQL+`)`, s.RunID)
+		cancel()
 		conn.Release()
-		db.Close() // closing the session releases the lock
+		db.Close()
 	}, nil
 }
 
