@@ -438,6 +438,9 @@ up_redis() {
     mkdir -p "$D/s$j"
     {
       echo "bind $ip"
+      # Its links to the nodes come from its own address too, or a partition
+      # (by address) would leave every Sentinel seeing the cut-off primary.
+      echo "bind-source-addr $ip"
       echo "port $p"
       echo "protected-mode no"
       echo "daemonize no"
