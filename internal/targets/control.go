@@ -14,7 +14,8 @@ package targets
 //	control.<node>.addr=HOST:PORT the node's address as its cluster names it
 //	                     (durachk asks who is primary; not a command)
 //	control.<node>.partition=CMD  cuts the node off from the other nodes and
-//	                     from the clients outside the minority
+//	                     from the clients outside the minority (on Postgres
+//	                     durachk cuts its own clients: cluster_external.go)
 //	control.<node>.heal=CMD       undoes that node's partition
 //	control.<node>.lag=CMD        delays the node's replication link
 //	control.<node>.unlag=CMD      ends that delay
