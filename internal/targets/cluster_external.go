@@ -453,7 +453,10 @@ func (c *externalCluster) unlag(ctx context.Context) error {
 }
 
 // Settle waits until the target's URL serves requests and, where durachk can
-// tell, a primary is known and up.
+// tell, a primary is known and up and every other live node follows it (a
+// Redis replica in sync, a Postgres node in recovery): until then a deposed
+// primary may still take acks that its demotion throws away, and the run
+// records the rejoin that explains the redeliveries once Settle returns.
 func (c *externalCluster) Settle(ctx context.Context) error {
 	return pollUntil(ctx, 200*time.Millisecond, func() error {
 		if err := Ready(ctx, c.s); err != nil {
@@ -469,8 +472,44 @@ func (c *externalCluster) Settle(ctx context.Context) error {
 		if c.isDown(p) {
 			return fmt.Errorf("the primary %s is down", p)
 		}
+		for _, n := range c.nodes {
+			if n == p || c.isDown(n) {
+				continue
+			}
+			if err := c.follows(ctx, n); err != nil {
+				return fmt.Errorf("node %s does not follow the primary %s yet: %v", n, p, err)
+			}
+		}
 		return nil
 	})
+}
+
+// follows says whether node n, not the primary, follows one: a Redis replica
+// with its link up, a Postgres server in recovery. Other kinds: nil.
+func (c *externalCluster) follows(ctx context.Context, n string) error {
+	switch c.s.Kind {
+	case "redis":
+		r, err := rq.NodeReplication(ctx, c.addr(n), rq.URLPassword(c.s.URL))
+		if err != nil {
+			return err
+		}
+		if r.Role != "slave" || !r.LinkUp {
+			return fmt.Errorf("role %s, link up %t", r.Role, r.LinkUp)
+		}
+	case "postgres":
+		u, err := c.directURL(c.addr(n))
+		if err != nil {
+			return err
+		}
+		st, err := pg.State(ctx, u)
+		if err != nil {
+			return errors.New(scrubURL(err.Error(), c.s.URL))
+		}
+		if !st.InRecovery {
+			return errors.New("it takes writes")
+		}
+	}
+	return nil
 }
 
 func (c *externalCluster) Unpin(ctx context.Context) error {
