@@ -176,6 +176,9 @@ func TestMergeRefuses(t *testing.T) {
 	other := o
 	other.Jobs = 60
 	s2jobs := in("s2jobs", "2/2", other)
+	fast := o
+	fast.Pace = 3
+	s2pace := in("s2pace", "2/2", fast)
 	// Another version: the same shard, written by another durachk.
 	b, _ := os.ReadFile(s2)
 	var m map[string]any
@@ -192,6 +195,7 @@ func TestMergeRefuses(t *testing.T) {
 	}{
 		{[]string{s1, s1}, "m1", "the same shard twice"},
 		{[]string{s1, s2jobs}, "m2", "merge the shards of one exploration"},
+		{[]string{s1, s2pace}, "m2p", "pace=3"},
 		{[]string{s1, s3of3}, "m3", "is a shard of 2"},
 		{[]string{s1, old}, "m4", "merge runs of one version"},
 		{[]string{s1, s2}, "s1", "holds " + s1},
