@@ -638,7 +638,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 		}
 		return none, opErr("lease", none, err)
 	}
-	m, err := q.pull(ctx)
+	m, late, err := q.pull(ctx)
 	if missing(err) {
 		return none, opErr("lease", none, q.recreate(ctx))
 	}
@@ -662,6 +662,16 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 			fmt.Errorf("nats: malformed message %d: %v", meta.streamSeq, err))
 	}
 	d.Token, d.Attempt, d.Receipt = meta.delivered, int(meta.delivered), m.Reply
+	if late {
+		// The server delivered it to an earlier, abandoned pull, and its ack
+		// wait runs since then, not since this Lease: restarted now (+WPI),
+		// the lease is the one this Lease asked for. Without it, a worker
+		// starved past its pull's expiry (a loaded CI run) took a message
+		// whose ack wait was half spent, and the server gave it to another
+		// worker 2 s after this Lease: a false preempted. If the restart
+		// fails, the lease may be shorter than asked, as before.
+		_ = q.respond(ctx, "lease", d, []byte("+WPI"))
+	}
 	return d, nil
 }
 
@@ -674,14 +684,14 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 // server leaves unanswered past its expiry is sent again: nats-server 2.9
 // drops a pull request, unanswered, that expired as a message nacked with a
 // delay came due (docs/nats.md). A late answer to an abandoned request is not lost: the next
-// pull takes it.
-func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
+// pull takes it, and says it is late (delivered before this pull).
+func (q *Queue) pull(ctx context.Context) (m *natsgo.Msg, late bool, err error) {
 	ctx, cancel := q.reqCtx(ctx)
 	defer cancel()
 	p := q.pulls
 	select {
 	case m := <-p.msgs:
-		return m, nil
+		return m, true, nil
 	default:
 	}
 	resend := time.NewTimer(time.Hour)
@@ -690,7 +700,7 @@ func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 		reply, status := p.open()
 		if err := q.nc.PublishRequest(q.next, reply, pullRequest); err != nil {
 			p.close(reply)
-			return nil, err
+			return nil, false, err
 		}
 		resend.Reset(pullExpiry + pullGrace)
 		var m *natsgo.Msg
@@ -703,11 +713,11 @@ func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 		p.close(reply)
 		switch {
 		case m != nil && m.Header.Get(headerStatus) == "503":
-			return nil, natsgo.ErrNoResponders
+			return nil, false, natsgo.ErrNoResponders
 		case m != nil:
-			return m, nil
+			return m, false, nil
 		case ctx.Err() != nil:
-			return nil, lostConn(ctx, ctx.Err())
+			return nil, false, lostConn(ctx, ctx.Err())
 		}
 	}
 }

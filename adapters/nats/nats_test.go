@@ -546,3 +546,51 @@ func TestNackDelayWhilePolling(t *testing.T) {
 	}
 	t.Logf("nats-server %s: %d of 100 redeliveries repeated delivery count 1", q.version, repeats)
 }
+
+// A message the server delivered to an abandoned pull (its worker starved past
+// the pull's expiry) waits for the next pull, its ack wait running since the
+// delivery. Lease restarts it (+WPI): the lease runs from the Lease that took
+// the message, as the history records it, not from the delivery before it.
+// Without the restart the server gave the job to another worker while the
+// holder's recorded lease was young: a false preempted in a loaded CI gate.
+func TestLateAnswerGetsAFreshAckWait(t *testing.T) {
+	wait := time.Duration(float64(3*time.Second) * queuetest.LoadFactor())
+	q := newQueue(t, Options{AckWait: wait})
+	ctx := context.Background()
+	if err := q.Enqueue(ctx, adapters.Job{ID: "late", Tenant: "acme", DocumentID: "d", Version: 1, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.followLease(ctx, wait); err != nil {
+		t.Fatal(err)
+	}
+	// A pull its worker gave up on: the answer lands with no Lease waiting.
+	reply, _ := q.pulls.open()
+	if err := q.nc.PublishRequest(q.next, reply, pullRequest); err != nil {
+		t.Fatal(err)
+	}
+	q.pulls.close(reply)
+	for deadline := time.Now().Add(wait); len(q.pulls.msgs) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned pull got no message")
+		}
+	}
+	delivered := time.Now()
+	time.Sleep(wait * 3 / 4)
+	d, err := q.Lease(ctx, wait)
+	if err != nil || d.Job.ID != "late" || d.Token != 1 {
+		t.Fatalf("Lease = %+v, %v: want the late message, first delivery", d, err)
+	}
+	leased := time.Now()
+	// Past the ack wait counted from the delivery, well within it from the Lease.
+	time.Sleep(time.Until(delivered.Add(wait * 3 / 2)))
+	if since := time.Since(leased); since >= wait {
+		t.Skipf("the machine stalled %v past the Lease (ack wait %v): nothing to tell", since, wait)
+	}
+	if d2, err := q.Lease(ctx, wait); !errors.Is(err, adapters.ErrNoJob) {
+		t.Errorf("Lease %v after the late message was leased (%v after its delivery, ack wait %v) = %+v, %v: want no job (the holder's lease runs)",
+			time.Since(leased).Round(time.Millisecond), time.Since(delivered).Round(time.Millisecond), wait, d2, err)
+	}
+	if err := q.Ack(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
