@@ -487,9 +487,17 @@ func (c *externalCluster) Settle(ctx context.Context) error {
 // follows says whether node n, not the primary, follows one: a Redis replica
 // with its link up, a Postgres server in recovery. Other kinds: nil.
 func (c *externalCluster) follows(ctx context.Context, n string) error {
+	if c.s.Kind != "redis" && c.s.Kind != "postgres" {
+		return nil
+	}
+	// The node's own URL: a Sentinel URL's password is the nodes' only there.
+	u, err := c.directURL(c.addr(n))
+	if err != nil {
+		return err
+	}
 	switch c.s.Kind {
 	case "redis":
-		r, err := rq.NodeReplication(ctx, c.addr(n), rq.URLPassword(c.s.URL))
+		r, err := rq.NodeReplication(ctx, c.addr(n), rq.URLPassword(u))
 		if err != nil {
 			return err
 		}
@@ -497,10 +505,6 @@ func (c *externalCluster) follows(ctx context.Context, n string) error {
 			return fmt.Errorf("role %s, link up %t", r.Role, r.LinkUp)
 		}
 	case "postgres":
-		u, err := c.directURL(c.addr(n))
-		if err != nil {
-			return err
-		}
 		st, err := pg.State(ctx, u)
 		if err != nil {
 			return errors.New(scrubURL(err.Error(), c.s.URL))
