@@ -202,6 +202,46 @@ func branchCases() []testCase {
 			want:  UnexplainedDuplicate,
 		},
 		{
+			// A job leased and acked while the primary was cut off, before the
+			// failover was recorded: the deposed primary may have taken the ack
+			// alone, and the promoted node never heard of it (seen on existing
+			// clusters). Explained by the partition. (A delivery open when a
+			// node fault strikes is explained by the fault itself.)
+			name: "a redelivery after an ack answered while the primary was cut off is explained",
+			ops: newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				fault("node_partition", "n1").
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied").
+				node("primary", "n2").fault("failover", "n2").fault("node_heal", "n1"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "failover",
+		},
+		{
+			// A replica cut off: the primary that took the ack still leads.
+			name: "a redelivery after an ack answered while a replica was cut off",
+			ops: newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				fault("node_partition", "n2").
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied").
+				fault("node_heal", "n2"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  UnexplainedDuplicate,
+		},
+		{
+			// Acked after the failover was recorded: the new primary took it.
+			name: "a redelivery after an ack answered once the failover was recorded",
+			ops: newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				fault("node_partition", "n1").node("primary", "n2").fault("failover", "n2").
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied").
+				fault("node_heal", "n1"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  UnexplainedDuplicate,
+		},
+		{
 			// The dead-letter's outcome is unknown: the broker may never have
 			// taken the job off its queue.
 			name: "a redelivery after a dead-letter whose reply was lost is explained",

@@ -47,6 +47,11 @@ type Checker struct {
 	// any); cut the nodes a node partition holds apart until their heal.
 	primary string
 	cut     map[string]bool
+	// primaryCut: the recorded primary (or, before any is recorded, any
+	// node) was partitioned and no failover has been recorded since: an ack
+	// now may reach only the deposed primary, which the promoted node never
+	// hears of.
+	primaryCut bool
 
 	vs      []Violation
 	perKind map[Property]int
@@ -471,8 +476,13 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 			c.cut = map[string]bool{}
 		}
 		c.cut[strings.Clone(op.Target)] = true
+		if c.primary == "" || op.Target == c.primary {
+			c.primaryCut = true
+		}
 	case "node_heal":
 		delete(c.cut, op.Target)
+	case "failover", "rejoin":
+		c.primaryCut = false
 	}
 	if nodeFault {
 		c.degraded = op.Value != "rejoin"
@@ -714,6 +724,12 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// The broker was killed after the ack: a broker that writes acks lazily
 		// delivers the job again after its restart. The pipeline must dedupe it.
 		why = "broker_restart"
+	case prev.ended == endAck && prev.ackCut:
+		// Acked while the primary was cut off, before the failover was
+		// recorded: the deposed primary may have taken the ack alone, and the
+		// promoted node delivers the job again (seen on existing clusters,
+		// where the new primary delivers before durachk sees it lead).
+		why = "failover"
 	case prev.ended == endAck && prev.ackLate:
 		// Acked after its lease had run out: the broker may have handed the
 		// job out again meanwhile, or ignore the ack (seen on SQS FIFO, a
@@ -1110,8 +1126,9 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 				fmt.Sprintf("%s was accepted with token %d; the broker claims fenced acks: it accepted a stale ack", c.desc(r), op.Token))
 		}
 		c.terminal(j, r, invPos)
-		if d := j.open(p.name, c); d != nil && d.ranOut(p.invT) {
-			d.ackLate = true
+		if d := j.open(p.name, c); d != nil {
+			d.ackLate = d.ackLate || d.ranOut(p.invT)
+			d.ackCut = d.ackCut || c.primaryCut
 		}
 		c.endWith(j, p, endAck, r)
 	case history.Fail, history.Info:

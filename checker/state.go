@@ -41,6 +41,9 @@ type delivery struct {
 	// own lease answer); a broker may take it and deliver the job again (SQS
 	// with an expired receipt handle).
 	ackLate bool
+	// ackCut: the ack was answered while the primary was partitioned and
+	// no failover had been recorded since (Checker.primaryCut).
+	ackCut bool
 	// nackSent: a nack was invoked; its reply may come after a redelivery.
 	nackSent bool
 	// extended: the holder renewed the lease at least once. renewOK and
