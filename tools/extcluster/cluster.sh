@@ -3,7 +3,7 @@
 # way a team's own deployment runs, and gives durachk the control commands of
 # an existing cluster (internal/targets/control.go) that kill, start, cut off
 # and lag its nodes with kill(1) and nft(8). The tests of
-# internal/runner/clusters/extcluster_test.go run the cluster contracts on it.
+# internal/runner/extclusters/extcluster_test.go run the cluster contracts on it.
 #
 #   cluster.sh up KIND DIR     KIND: redis (a primary, a replica and three
 #                              Sentinels), postgres (a primary and a hot standby,

@@ -1,17 +1,17 @@
 // Package clusters_test runs the contracts on private replicated clusters
-// (Redis with Sentinels, a Postgres standby, RabbitMQ nodes) and on an
-// existing Sentinel-managed Redis, through internal/runner. Its own package so
-// that go test runs it beside internal/runner's other real-process tests.
+// (Redis with Sentinels, a Postgres standby, RabbitMQ nodes) through
+// internal/runner. Its own package so that go test runs it beside
+// internal/runner's other real-process tests (a package runs at most
+// GOMAXPROCS of its parallel tests at a time); the clusters durachk did not
+// start are internal/runner/extclusters'.
 package clusters_test
 
 import (
-	"github.com/durachk/durachk/internal/runner/runnertest"
 	"os"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/clustertest"
 )
 
 // TestMain lets the test binary play `durachk worker`: the runner re-executes
@@ -21,13 +21,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// testLog writes the runner's progress lines to the test's log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(b []byte) (int, error) {
-	l.t.Logf("%s %s", time.Now().Format("15:04:05.000"), strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
-
-// leftovers lists what a run left (runnertest.Leftovers).
-var leftovers = runnertest.Leftovers
+var (
+	evaluateCluster  = clustertest.Evaluate
+	clusterLeftovers = clustertest.Leftovers
+)

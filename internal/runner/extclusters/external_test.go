@@ -1,4 +1,4 @@
-package clusters_test
+package extclusters_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/clustertest"
 	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
@@ -146,7 +147,7 @@ func TestExistingRedisClusterUnderControlCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg.Log = testLog{t}
+	tg.Log = clustertest.Log{T: t}
 	if !tg.Capabilities().NodeFaults || tg.Capabilities().NodePartitions {
 		t.Fatalf("capabilities %+v: want node faults without partitions", tg.Capabilities())
 	}

@@ -1,4 +1,4 @@
-package clusters_test
+package extclusters_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/clustertest"
 	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
@@ -72,7 +73,7 @@ func existingCluster(t *testing.T, kind string, tools ...string) string {
 		}
 	}
 	cmd := exec.Command(script, "up", kind, dir)
-	cmd.Stderr = testLog{t}
+	cmd.Stderr = clustertest.Log{T: t}
 	// The script cleans up on SIGTERM, also when the test binary dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	out, err := cmd.StdoutPipe()
@@ -142,7 +143,7 @@ func existingTarget(t *testing.T, raw, name, knobs string) *runner.Target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg.Log = testLog{t}
+	tg.Log = clustertest.Log{T: t}
 	if c := tg.Capabilities(); !c.NodeFaults || !c.NodePartitions {
 		t.Fatalf("capabilities %+v: want node faults and partitions", c)
 	}
