@@ -77,6 +77,10 @@ bench() { # name url goal [explore flags...]
   local met=met
   [ "$rate" -ge "$goal" ] || met="NOT met"
   local s="$name: $rate jobs/min (goal ≥ $goal): $met; $rounds rounds, ${viol:-0} with a violation, ${unknown:-0} unknown"
+  if [ "${unknown:-0}" -gt 0 ] && command -v jq >/dev/null; then
+    # Why: the first unknown round's reason (result.json keeps that one).
+    s="$s (the first: $(jq -r '[.. | objects | select(has("exploration")) | .exploration.unknown // empty | "round \(.round) \(.text)"] | first // "?"' "$out/result.json" | cut -c1-200))"
+  fi
   if [ "$name" != mem ] && [ "${viol:-0}" -gt 0 ]; then
     s="$s — false violations on a correct configuration: $(tr -d ' \n' <"$out/result.json" | grep -o '"exploration":{.*' | grep -o '"violations":{[^}]*}' | head -1 || true)"
     grep '^violation' "$work/$name.stdout" || true
