@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/reaper"
@@ -102,6 +103,10 @@ func scrub(s string, secrets []string) string {
 	return s
 }
 
+// namedRunGrace is how long cleanup waits for a run it was named to release
+// its run lock (AwaitDead).
+const namedRunGrace = 10 * time.Second
+
 // Cleanup removes what earlier runs left behind: on each target, the run
 // namespaces and effect-store schemas of runs that are no longer live
 // (targets.Cleanup); on this machine, their temporary directories, cgroups and
@@ -124,6 +129,7 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 		only = func(id string) bool { return slices.Contains(runs, id) }
 	}
 	var errs []string
+	awaited := map[string][]string{} // store URL: the named runs still live
 	stores := map[string]bool{targets.DefaultStoreURL(): true}
 	if store != "" {
 		stores = map[string]bool{store: true}
@@ -141,6 +147,18 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 			s.StoreURL = store
 		}
 		stores[s.StoreURL] = true
+		// A run named here and killed a moment ago may still hold its lock:
+		// give it namedRunGrace to let go, once per store.
+		var liveNamed []string
+		if len(runs) > 0 {
+			if _, ok := awaited[s.StoreURL]; !ok {
+				awaited[s.StoreURL], _ = targets.AwaitDead(ctx, s.StoreURL, runs, namedRunGrace)
+			}
+			liveNamed = awaited[s.StoreURL]
+		}
+		for _, id := range liveNamed {
+			fmt.Fprintf(w, "%s: run %s is live (it holds its run lock): left alone\n", s.Name, id)
+		}
 		lines, err := targets.Cleanup(ctx, s, only)
 		for _, l := range lines {
 			fmt.Fprintf(w, "%s: %s\n", s.Name, l)
@@ -151,7 +169,7 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 			errs = append(errs, s.Name+": "+msg)
 			continue
 		}
-		if len(lines) == 0 {
+		if len(lines) == 0 && len(liveNamed) == 0 {
 			fmt.Fprintf(w, "%s: nothing left behind\n", s.Name)
 		}
 	}

@@ -79,3 +79,42 @@ func TestProbeOutageNeedsFailuresInARow(t *testing.T) {
 		})
 	}
 }
+
+// The target's probe tries a failed open or teardown again on a fresh
+// connection (a starved broker's missed heartbeats end a connection, not the
+// broker), at most probeAttempts times, and never once its context is done.
+func TestTryProbe(t *testing.T) {
+	boom := errors.New("read tcp: i/o timeout")
+	tests := []struct {
+		name      string
+		failures  int // calls that fail before one succeeds
+		cancel    bool
+		wantCalls int
+		wantErr   bool
+	}{
+		{"first call succeeds", 0, false, 1, false},
+		{"two failures, then success", 2, false, 3, false},
+		{"fails every time", 10, false, probeAttempts, true},
+		{"context done after the first failure", 10, true, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			err := tryProbe(ctx, func() error {
+				calls++
+				if tt.cancel {
+					cancel()
+				}
+				if calls <= tt.failures {
+					return boom
+				}
+				return nil
+			})
+			if calls != tt.wantCalls || (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, boom)) {
+				t.Fatalf("%d calls, err %v; want %d calls, error %v", calls, err, tt.wantCalls, tt.wantErr)
+			}
+		})
+	}
+}

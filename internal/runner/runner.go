@@ -115,9 +115,13 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// The probe's namespaces go on every path, SIGINT too: with a context of
 	// their own, bounded (longer on a busy machine: a loaded CI run's
 	// teardown outlasted 5 s).
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(float64(5*time.Second)*Stretch()))
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(float64(15*time.Second)*Stretch()))
 	defer cancel()
-	q, err := targets.OpenQueue(ctx, probe)
+	var q adapters.Queue
+	err = tryProbe(ctx, func() (err error) {
+		q, err = targets.OpenQueue(ctx, probe)
+		return err
+	})
 	if err != nil {
 		_ = targets.TeardownStore(tctx, probe)
 		if ctx.Err() != nil {
@@ -139,7 +143,7 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.measuredOn = v.ServerVersion()
 	}
 	q.Close()
-	if err := targets.TeardownQueue(tctx, probe); err != nil {
+	if err := tryProbe(tctx, func() error { return targets.TeardownQueue(tctx, probe) }); err != nil {
 		_ = targets.TeardownStore(tctx, probe)
 		return nil, fmt.Errorf("%w: %s: teardown of the probe: %v", targets.ErrBadTarget, spec.Name, err)
 	}
@@ -153,6 +157,32 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	t.describeCluster()
 	t.measuredOn += " (real processes)"
 	return t, nil
+}
+
+// probeAttempts is how often the probe opens, and tears down, its namespace
+// before the target counts as bad.
+const probeAttempts = 3
+
+// tryProbe calls f until it succeeds, at most probeAttempts times, half a
+// second apart, while ctx lasts; it returns f's last error. A broker starved
+// of CPU may miss three heartbeats in a row, which ends the connection, not
+// the broker (a loaded CI run: RabbitMQ's "i/o timeout" in the probe's
+// teardown made the target bad): a fresh connection tries again.
+func tryProbe(ctx context.Context, f func() error) error {
+	var err error
+	for i := range probeAttempts {
+		if err = f(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if i < probeAttempts-1 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return err
 }
 
 func (t *Target) Name() string                        { return t.Spec.Name }

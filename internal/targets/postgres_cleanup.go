@@ -170,6 +170,34 @@ func LiveRuns(ctx context.Context, storeURL string) (live func(runID string) boo
 	}, db.Close, nil
 }
 
+// AwaitDead waits up to grace for each of runs to release its run lock in
+// the store at storeURL and returns those still live. A run killed a moment
+// ago holds its lock until the server notices its session ended, which a
+// loaded server may take a while to do (a loaded CI run: a cleanup right
+// after a SIGKILL found the run live and removed nothing).
+func AwaitDead(ctx context.Context, storeURL string, runs []string, grace time.Duration) ([]string, error) {
+	live, done, err := LiveRuns(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	deadline := time.Now().Add(grace)
+	var still []string
+	for _, id := range runs {
+		for live(id) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if live(id) {
+			still = append(still, id)
+		}
+	}
+	return still, nil
+}
+
 // DeadRun is a run whose store schema outlived it.
 type DeadRun struct {
 	ID string

@@ -92,6 +92,42 @@ func TestReleasedRunIsDeadAtOnce(t *testing.T) {
 	}
 }
 
+// AwaitDead returns a run still holding its lock after the grace, and
+// returns as soon as a held run lets go within it (a cleanup named a run
+// killed a moment ago).
+func TestAwaitDead(t *testing.T) {
+	pg := os.Getenv("DURACHK_PG_URL")
+	if pg == "" {
+		t.Skip("DURACHK_PG_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := Spec{Kind: "postgres", URL: pg, StoreURL: pg, RunID: "tawd" + randSuffix()}
+	release, err := HoldRun(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = TeardownStore(ctx, s) }()
+	dead := "tawd" + randSuffix() // never held
+	still, err := AwaitDead(ctx, pg, []string{s.RunID, dead}, 300*time.Millisecond)
+	if err != nil || !slices.Equal(still, []string{s.RunID}) {
+		release()
+		t.Fatalf("AwaitDead of a held run and a dead one = %v, %v; want the held one", still, err)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		release()
+	}()
+	start := time.Now()
+	still, err = AwaitDead(ctx, pg, []string{s.RunID}, 30*time.Second)
+	if err != nil || len(still) != 0 {
+		t.Fatalf("AwaitDead of a run released within the grace = %v, %v; want none", still, err)
+	}
+	if d := time.Since(start); d >= 30*time.Second {
+		t.Errorf("AwaitDead took the whole grace (%v) for a run released after 0.5 s", d)
+	}
+}
+
 // cleanupOnce is one run of TestCleanupRemovesDeadRunsOnly's subtest; it
 // reports false when another cleanup removed the dead run's store schema
 // before the test's own did.
