@@ -407,12 +407,15 @@ func (p *proxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
-		go p.pipe(c, s, true)
-		go p.pipe(s, c, false)
+		// cut: this pair's COMMIT was cut; nothing the server sends after it
+		// reaches the client.
+		cut := new(atomic.Bool)
+		go p.pipe(c, s, true, cut)
+		go p.pipe(s, c, false, cut)
 	}
 }
 
-func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
+func (p *proxy) pipe(src, dst net.Conn, fromClient bool, cut *atomic.Bool) {
 	defer src.Close()
 	defer dst.Close()
 	buf := make([]byte, 64<<10)
@@ -422,6 +425,10 @@ func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
 			chunk := buf[:n]
 			if mode := p.mode.Load(); fromClient && mode != 0 && bytes.Contains(bytes.ToLower(chunk), []byte("commit")) {
 				p.mode.Store(0)
+				// Before the COMMIT goes on: a loaded machine ran the reply's
+				// pipe between the write and the close below, and the client
+				// got its reply (a loaded CI run: commit = nil).
+				cut.Store(true)
 				if mode == cutAfter {
 					_, _ = dst.Write(chunk)
 					// Only the client side goes: the server reads the COMMIT and
@@ -430,6 +437,9 @@ func (p *proxy) pipe(src, dst net.Conn, fromClient bool) {
 					return
 				}
 				return
+			}
+			if !fromClient && cut.Load() {
+				return // read after the COMMIT went on: the reply to it
 			}
 			if _, err := dst.Write(chunk); err != nil {
 				return
