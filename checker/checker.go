@@ -52,6 +52,10 @@ type Checker struct {
 	// now may reach only the deposed primary, which the promoted node never
 	// hears of.
 	primaryCut bool
+	// brokerDown: between a broker crash (or power loss) and its restart. An
+	// ack answered then reached no broker that lives on: one that replies
+	// took it just before it died, and RabbitMQ's basic.ack has no reply.
+	brokerDown bool
 
 	vs      []Violation
 	perKind map[Property]int
@@ -465,6 +469,10 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	}
 	if op.Value == "broker_crash" || op.Value == "power_loss" {
 		c.st.AtRisk += c.unfinished()
+		c.brokerDown = true
+	}
+	if op.Value == "broker_restart" {
+		c.brokerDown = false
 	}
 	if op.Value == "node_kill" && op.Target != "" && op.Target == c.primary {
 		c.st.AtRiskAtPrimaryKill += c.unfinished()
@@ -723,6 +731,11 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 	case prev.ended == endAck && prev.end != nil && c.crashPos > int64(prev.end.pos):
 		// The broker was killed after the ack: a broker that writes acks lazily
 		// delivers the job again after its restart. The pipeline must dedupe it.
+		why = "broker_restart"
+	case prev.ended == endAck && prev.ackDown:
+		// Acked between the broker's crash and its restart (a gate run on
+		// RabbitMQ: the ack 2 ms after the crash was recorded, the job
+		// delivered again after the restart).
 		why = "broker_restart"
 	case prev.ended == endAck && prev.ackCut:
 		// Acked while the primary was cut off, before the failover was
@@ -1129,6 +1142,7 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 		if d := j.open(p.name, c); d != nil {
 			d.ackLate = d.ackLate || d.ranOut(p.invT)
 			d.ackCut = d.ackCut || c.primaryCut
+			d.ackDown = d.ackDown || c.brokerDown
 		}
 		c.endWith(j, p, endAck, r)
 	case history.Fail, history.Info:

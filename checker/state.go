@@ -44,6 +44,9 @@ type delivery struct {
 	// ackCut: the ack was answered while the primary was partitioned and
 	// no failover had been recorded since (Checker.primaryCut).
 	ackCut bool
+	// ackDown: the ack was answered while the broker was down
+	// (Checker.brokerDown).
+	ackDown bool
 	// nackSent: a nack was invoked; its reply may come after a redelivery.
 	nackSent bool
 	// extended: the holder renewed the lease at least once. renewOK and
