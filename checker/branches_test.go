@@ -213,6 +213,18 @@ func branchCases() []testCase {
 			explained: "broker_restart",
 		},
 		{
+			// No restart recorded (the embedded broker records none), but the
+			// broker answered a lease before the ack: it was up again.
+			name: "a redelivery after an ack answered once the broker answered again",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).enqueue("b", keyB, meta("acme", "doc-b", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
+				fault("broker_crash", "broker").finish("w3", "b", keyB, 1).ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).apply("a", keyA, "applied").apply("b", keyB, "applied"),
+			final: committed("a", keyA, "acme", "b", keyB, "acme"),
+			opts:  relay,
+			want:  UnexplainedDuplicate,
+		},
+		{
 			// A job leased and acked while the primary was cut off, before the
 			// failover was recorded: the deposed primary may have taken the ack
 			// alone, and the promoted node never heard of it (seen on existing

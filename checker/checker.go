@@ -52,9 +52,10 @@ type Checker struct {
 	// now may reach only the deposed primary, which the promoted node never
 	// hears of.
 	primaryCut bool
-	// brokerDown: between a broker crash (or power loss) and its restart. An
-	// ack answered then reached no broker that lives on: one that replies
-	// took it just before it died, and RabbitMQ's basic.ack has no reply.
+	// brokerDown: between a broker crash (or power loss) and its restart, or
+	// the broker's next answer to a lease or an enqueue. An ack answered then
+	// reached no broker that lives on: one that replies took it just before
+	// it died, and RabbitMQ's basic.ack has no reply.
 	brokerDown bool
 
 	vs      []Violation
@@ -292,6 +293,11 @@ func (c *Checker) observe(op *history.Op) {
 	}
 	if op.F == history.Node && op.Value == "primary" {
 		c.primary = strings.Clone(op.Target)
+	}
+	if op.Type == history.OK && (op.F == history.Lease || op.F == history.Enqueue) {
+		// The broker answered: it is up again, whether or not its restart was
+		// recorded (the embedded broker's and a cluster's are not).
+		c.brokerDown = false
 	}
 	p := c.proc(op.Process) // a new incarnation of a worker tells its predecessor died
 	if op.Job == "" {
