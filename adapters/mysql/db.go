@@ -73,6 +73,12 @@ func ParseURL(raw string, session map[string]string) (*Config, error) {
 	}
 	c.DBName = strings.TrimPrefix(u.Path, "/")
 	c.ParseTime, c.Loc, c.ClientFoundRows = true, time.UTC, true
+	// The text protocol, not server-side prepared statements: on MariaDB
+	// 10.11.19 Galera the binary protocol lost the deadlock error of a
+	// transaction that a write applied from another node rolled back (its
+	// COMMIT said OK): 20 double leases in 3,000 raced rounds on two nodes,
+	// 0 in 9,000 with the text protocol.
+	c.InterpolateParams = true
 	c.Timeout = 5 * time.Second
 	c.Logger = quiet{} // the driver's own log lines ("closing bad idle connection") are not durachk's output
 	out := &Config{cfg: c, secret: c.Passwd}
@@ -333,7 +339,7 @@ func (d *db) err(op string, err error, write bool) error {
 	e := &Error{Op: op, Err: err, secret: d.secret}
 	var me *gomysql.MySQLError
 	switch {
-	case errors.As(err, &me) && refused[me.Number] != "":
+	case errors.As(err, &me) && refused[me.Number] != "", errors.Is(err, errRolledBack):
 		e.Kind = adapters.ErrUnavailable
 	case !connLevel(err):
 	case !write:
@@ -405,6 +411,17 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Kind, e.Err}
 	}
 	return []error{e.Err}
+}
+
+// errRolledBack: a transaction found its own write gone, rolled back by the
+// server without an error (definite: nothing of it was applied).
+var errRolledBack = errors.New("the transaction no longer sees its own write: the server rolled it back without reporting it")
+
+// RolledBack says whether err is a transaction the server rolled back as a
+// whole: a deadlock or a Galera certification failure (error 1213), or one
+// found rolled back without an error.
+func RolledBack(err error) bool {
+	return ErrorNumber(err) == 1213 || errors.Is(err, errRolledBack)
 }
 
 // ErrorNumber is the server's error number err carries, or 0.

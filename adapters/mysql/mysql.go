@@ -504,6 +504,14 @@ func (q *Queue) leaseOnce(ctx context.Context, lease time.Duration) (d adapters.
 		&d.Job.Payload, &d.Job.CreatedAt, &deadline, &d.Job.MaxAttempts, &d.Job.Group, &token, &d.Attempt); err != nil {
 		return fail(err, false)
 	}
+	if d.Attempt != deliveries+1 {
+		// The transaction does not see its own claim: the server rolled it
+		// back under us without reporting it (MariaDB 10.11 Galera, a
+		// conflicting write applied from another node), and the statements
+		// after the rollback ran outside it. Its COMMIT would say OK for a
+		// lease nobody holds.
+		return fail(errRolledBack, false)
+	}
 	if err := tx.Commit(); err != nil {
 		return fail(err, true)
 	}

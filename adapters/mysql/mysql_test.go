@@ -375,6 +375,7 @@ func TestErrorMapping(t *testing.T) {
 		{"broken connection during a write", errInvalidConn, true, "ambiguous"},
 		{"broken connection during a read", errInvalidConn, false, "unavailable"},
 		{"deadline during a write", context.DeadlineExceeded, true, "ambiguous"},
+		{"rolled back without an error (Galera)", errRolledBack, true, "unavailable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,6 +389,9 @@ func TestErrorMapping(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%v shows the password", err)
+			}
+			if want := tt.err == errRolledBack || ErrorNumber(tt.err) == 1213; RolledBack(err) != want {
+				t.Errorf("RolledBack(%v) = %v, want %v", err, !want, want)
 			}
 		})
 	}

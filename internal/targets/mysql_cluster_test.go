@@ -107,7 +107,10 @@ func finalInspect(ctx context.Context, q adapters.Queue) (adapters.Inventory, er
 // two workers on two nodes never both hold one job under a live lease: a
 // lease on one node that another node granted first is refused (the row is
 // seen leased, or the commit fails certification: error 1213, unavailable).
-// The test seeks a certification failure across rounds.
+// Every round races the two leases; 1,000 rounds (about 8 s), because the
+// adapter once lost about 1 race in 150 to a double lease (the binary
+// protocol's lost error, see adapters/mysql's InterpolateParams), and a
+// certification failure must be seen at least once.
 func TestMySQLGaleraTwoNodesLeaseOneJob(t *testing.T) {
 	cl, s := startMySQLClusterForTest(t, "mysql://root@127.0.0.1:3306/test?private-cluster.galera_nodes=3")
 	t.Logf("started in %s", cl.StartTime())
@@ -129,7 +132,8 @@ func TestMySQLGaleraTwoNodesLeaseOneJob(t *testing.T) {
 	}
 	q1, q2 := open("n1"), open("n2")
 	certFailures := 0
-	for round := 0; round < 200 && certFailures == 0; round++ {
+	const rounds = 1000
+	for round := 0; round < rounds; round++ {
 		if err := q1.Enqueue(ctx, queuetest.Job("j"+strconv.Itoa(round))); err != nil {
 			t.Fatal(err)
 		}
@@ -154,8 +158,11 @@ func TestMySQLGaleraTwoNodesLeaseOneJob(t *testing.T) {
 				if err := q1.Ack(ctx, r.d); err != nil {
 					t.Fatalf("ack: %v", err)
 				}
-			case errors.Is(r.err, adapters.ErrUnavailable) && myq.ErrorNumber(r.err) == 1213:
+			case errors.Is(r.err, adapters.ErrUnavailable) && myq.RolledBack(r.err):
 				certFailures++
+				if myq.ErrorNumber(r.err) != 1213 {
+					t.Logf("round %d: %v", round, r.err)
+				}
 			case errors.Is(r.err, adapters.ErrNoJob):
 			default:
 				t.Fatalf("round %d: lease: %v", round, r.err)
@@ -171,7 +178,7 @@ func TestMySQLGaleraTwoNodesLeaseOneJob(t *testing.T) {
 		}
 	}
 	if certFailures == 0 {
-		t.Errorf("200 rounds of leases on two nodes and no certification failure")
+		t.Errorf("%d rounds of leases on two nodes and no certification failure", rounds)
 	}
 	t.Logf("certification failures seen: %d", certFailures)
 }
