@@ -320,6 +320,35 @@ func branchCases() []testCase {
 			opts:      relay,
 			explained: "lease_expiry",
 		},
+		{
+			// A lease answered with a lower token than the open delivery's was
+			// granted before it and reached its holder late (a gate run on
+			// JetStream under load: token 1 answered 16 ms after token 2).
+			name: "a lease answered late with an older token is not a preemption",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
+				extract("w1", "a", keyA, 1).
+				commit("w2", "a", keyA, 2, "new").ack("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
+		},
+		{
+			// The same order with a newer token: the broker granted it while
+			// the first holder's lease was live.
+			name: "a lease answered late with a newer token is a preemption",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).
+				deliver("w2", "a", keyA, 1).extract("w2", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 2, Attempt: 2, Value: "10000"}).
+				extract("w1", "a", keyA, 2).
+				commit("w1", "a", keyA, 2, "new").ack("w1", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
 		// attempts_over_budget: "an extract that failed with a job error
 		// (transient, permanent) ... an infrastructure failure ... does not
 		// spend"; each message of the job has its own budget.
