@@ -336,6 +336,20 @@ func branchCases() []testCase {
 			explained: "lease_expiry",
 		},
 		{
+			// The same, the newer delivery acked before the older one's lease
+			// answered (a gate run on JetStream under load: token 1 answered
+			// 218 ms after token 2's ack).
+			name: "a lease answered late with an older token after the newer delivery's ack is explained",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease}).
+				finish("w2", "a", keyA, 2).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"}).
+				extract("w1", "a", keyA, 1).apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
+		},
+		{
 			// The same order with a newer token: the broker granted it while
 			// the first holder's lease was live.
 			name: "a lease answered late with a newer token is a preemption",

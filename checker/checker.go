@@ -721,6 +721,15 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 	prev := &j.dels[len(j.dels)-1]
 	why := ""
 	switch {
+	case r.token != 0 && r.token < prev.token:
+		// A lower token than the previous delivery's: the broker granted this
+		// one first, and it reached its holder late (a JetStream message
+		// delivered to an earlier pull, a worker starved past its ack wait:
+		// gate runs under load, the newer delivery still open or already
+		// acked). It is no redelivery after prev, and when the broker granted
+		// it is not in the history, so no preemption can be shown; the
+		// holder's fence stops its commit.
+		why = "lease_expiry"
 	case prev.ended == endNack || prev.nackSent:
 		c.st.Redeliveries["retry"]++
 		return
@@ -768,14 +777,6 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		why = "broker_restart"
 	case prev.ended == open && c.degraded:
 		why = "failover" // the holder's calls blocked on a degraded cluster
-	case prev.ended == open && r.token != 0 && r.token < prev.token:
-		// A lower token than the open delivery's: the broker granted this one
-		// first, and it reached its holder late (a JetStream message delivered
-		// to an earlier pull, a worker starved past its ack wait, a gate run
-		// under load). The broker moved on after this lease, not before
-		// prev's ran out: when it granted this one is not in the history, so
-		// no preemption can be shown; the holder's fence stops its commit.
-		why = "lease_expiry"
 	case prev.ended == open && prev.lapsed(p.leaseInvT):
 		// The holder was renewing its lease, and its own last renewal had
 		// definitely run out when this lease was asked for: late, not preempted.
