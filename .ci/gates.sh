@@ -6,6 +6,23 @@
 # its targets are set up (else it says so). It returns 0 when every gate that
 # ran matched its baseline, else the first failing gate's exit code. The
 # array ci_gate_flags, if set, is passed to both runs (e.g. --parallel 4).
+# ci_show_unknown DIR: for every unknown verdict of the run in DIR, the end
+# of its history, so that a red CI run's log (its directory is removed) says
+# what the run was doing when it gave up.
+ci_show_unknown() {
+  command -v jq >/dev/null || return 0
+  [ -f "$1/result.json" ] || return 0
+  local name f
+  jq -r '.results[]? | select(.verdict == "unknown") | .target + "_" + .contract' "$1/result.json" 2>/dev/null | while read -r name; do
+    for f in "$1"/histories/*-"$name".jsonl; do
+      [ -f "$f" ] || continue
+      echo "ci: $name unknown: the last 80 of its $(wc -l <"$f") history lines ($(basename "$f")):"
+      tail -n 80 "$f"
+    done
+  done
+  return 0
+}
+
 ci_gates() {
   local dir="$1" rc=0 s
   mkdir -p "$dir"
@@ -13,6 +30,7 @@ ci_gates() {
     s=$SECONDS
     ./bin/durachk run -c .ci/durachk.yaml --baseline .ci/baseline.json --out "$dir/gate" ${ci_gate_flags[@]+"${ci_gate_flags[@]}"} || rc=$?
     log "gate: exit $rc in $((SECONDS - s)) s"
+    [ "$rc" = 0 ] || ci_show_unknown "$dir/gate"
   else
     log "gate skipped: not every real target is set up on this machine"
   fi
@@ -23,6 +41,7 @@ ci_gates() {
     s=$SECONDS
     ./bin/durachk run -c .ci/clusters.yaml --contract durability.failover --baseline .ci/clusters-baseline.json --out "$dir/clusters" ${ci_gate_flags[@]+"${ci_gate_flags[@]}"} || crc=$?
     log "cluster gate: exit $crc in $((SECONDS - s)) s"
+    [ "$crc" = 0 ] || ci_show_unknown "$dir/clusters"
     [ "$rc" != 0 ] || rc=$crc
   else
     log "cluster gate skipped: not every real target is set up on this machine"
