@@ -6,6 +6,7 @@
 # its targets are set up (else it says so). It returns 0 when every gate that
 # ran matched its baseline, else the first failing gate's exit code. The
 # array ci_gate_flags, if set, is passed to both runs (e.g. --parallel 4).
+
 # ci_show_unknown DIR: for every unknown verdict of the run in DIR, the end
 # of its history, so that a red CI run's log (its directory is removed) says
 # what the run was doing when it gave up.
