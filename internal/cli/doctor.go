@@ -159,7 +159,7 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 		for _, id := range liveNamed {
 			fmt.Fprintf(w, "%s: run %s is live (it holds its run lock): left alone\n", s.Name, id)
 		}
-		lines, err := targets.Cleanup(ctx, s, only)
+		lines, err := targets.Cleanup(ctx, s, runs)
 		for _, l := range lines {
 			fmt.Fprintf(w, "%s: %s\n", s.Name, l)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
@@ -15,10 +16,14 @@ import (
 
 // Scope is what a kind's cleanup may remove: namespaces of runs for which
 // Live is false. Runs are the dead runs registered (HoldRun) for the target's
-// endpoint — what a broker that cannot list its namespaces needs.
+// endpoint — what a broker that cannot list its namespaces needs. Named are
+// the runs the caller named (durachk cleanup --run) that no effect store
+// knows of any more (their schema is gone) and that hold no lock: such a
+// broker derives their names from the target's own options.
 type Scope struct {
-	Live func(runID string) bool
-	Runs []DeadRun
+	Live  func(runID string) bool
+	Runs  []DeadRun
+	Named []string
 }
 
 var defaultPorts = map[string]string{"postgres": "5432", "postgresql": "5432", "redis": "6379", "amqp": "5672", "amqps": "5671", "sqs": "4566"}
@@ -70,9 +75,9 @@ func Endpoint(s Spec) string {
 // holds its run lock (HoldRun); nothing of a live run is touched. It returns
 // one line per thing removed ("removed ...") or kept ("kept ...").
 //
-// only, if not nil, narrows the cleanup to the runs it accepts (durachk
-// cleanup --run; tests, which must not touch other tests' namespaces).
-func Cleanup(ctx context.Context, s Spec, only func(runID string) bool) ([]string, error) {
+// runs, if any, narrow the cleanup to those run ids (durachk cleanup --run;
+// tests, which must not touch other tests' namespaces).
+func Cleanup(ctx context.Context, s Spec, runs []string) ([]string, error) {
 	k, err := kindOf(s)
 	if err != nil {
 		return nil, err
@@ -83,8 +88,8 @@ func Cleanup(ctx context.Context, s Spec, only func(runID string) bool) ([]strin
 	}
 	defer done()
 	live := held
-	if only != nil {
-		live = func(id string) bool { return !only(id) || held(id) }
+	if len(runs) > 0 {
+		live = func(id string) bool { return !slices.Contains(runs, id) || held(id) }
 	}
 	store, err := pgdb.Open(ctx, s.StoreURL, pgdb.Options{MaxConns: 1})
 	if err != nil {
@@ -101,6 +106,11 @@ func Cleanup(ctx context.Context, s Spec, only func(runID string) bool) ([]strin
 	for _, r := range dead {
 		if mine(r) {
 			scope.Runs = append(scope.Runs, r)
+		}
+	}
+	for _, id := range runs {
+		if !live(id) && !slices.ContainsFunc(dead, func(r DeadRun) bool { return r.ID == id }) {
+			scope.Named = append(scope.Named, id)
 		}
 	}
 	var lines []string
@@ -141,9 +151,15 @@ func cleanupRedis(ctx context.Context, s Spec, c Scope) ([]string, error) {
 
 // cleanupRabbit deletes the queues and exchange of every dead run registered
 // for this broker: AMQP cannot list queues, so the run registry names them.
+// A run named by the caller whose registry entry (its store schema) is gone
+// is deleted by the names the target's own options give it.
 func cleanupRabbit(ctx context.Context, s Spec, c Scope) ([]string, error) {
+	runs := slices.Clone(c.Runs)
+	for _, id := range c.Named {
+		runs = append(runs, DeadRun{ID: id, Options: s.Options})
+	}
 	var removed []string
-	for _, r := range c.Runs {
+	for _, r := range runs {
 		o, err := rabbitOptions(Spec{Options: r.Options})
 		if err != nil {
 			return removed, err

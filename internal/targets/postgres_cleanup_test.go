@@ -140,7 +140,7 @@ func cleanupOnce(t *testing.T, raw, pg string, want []string) bool {
 	}
 	spec.StoreURL = pg
 	spec.RunID = "tclean" + randSuffix()
-	only := func(id string) bool { return id == spec.RunID }
+	only := []string{spec.RunID}
 	release, err := HoldRun(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -279,4 +279,54 @@ func storeSchemaExists(t *testing.T, pg, name string) bool {
 		t.Fatal(err)
 	}
 	return n > 0
+}
+
+// AMQP cannot list queues: cleanup finds a RabbitMQ run's queues by the
+// names its registry entry (the store schema) gives. A run named by the
+// caller whose schema is already gone is still removed, by the names the
+// target's options give it; a cleanup naming another run leaves it alone.
+func TestCleanupNamedRabbitRunWithoutSchema(t *testing.T) {
+	pg, raw := os.Getenv("DURACHK_PG_URL"), os.Getenv("DURACHK_AMQP_URL")
+	if pg == "" || raw == "" {
+		t.Skip("DURACHK_PG_URL or DURACHK_AMQP_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.StoreURL = pg
+	spec.RunID = "tclean" + randSuffix()
+	defer func() { _ = Teardown(context.Background(), spec) }()
+	q, err := OpenQueue(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 1, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if storeSchemaExists(t, pg, "durachk_"+spec.RunID) {
+		t.Fatalf("the run has a store schema: the case needs a run without one")
+	}
+	lines, err := Cleanup(ctx, spec, []string{"tclean" + randSuffix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 0 {
+		t.Fatalf("cleanup of another run: %v, want nothing", lines)
+	}
+	lines, err = Cleanup(ctx, spec, []string{spec.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"removed rabbitmq queue durachk." + spec.RunID + " (1 messages)", "removed rabbitmq queue durachk." + spec.RunID + ".dlq ("} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, w) }) {
+			t.Errorf("cleanup of the named run: no line %q in %v", w, lines)
+		}
+	}
+	if lines, err = Cleanup(ctx, spec, []string{spec.RunID}); err != nil || len(lines) != 0 {
+		t.Errorf("second cleanup: %v, %v; want nothing left", lines, err)
+	}
 }
