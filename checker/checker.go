@@ -781,11 +781,13 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// The holder was renewing its lease, and its own last renewal had
 		// definitely run out when this lease was asked for: late, not preempted.
 		why = "lease_expiry"
-	case prev.ended == open && prev.ranOut(p.leaseInvT) && !c.inExtract(c.strs.str(int(prev.proc)), j):
+	case prev.ended == open && prev.ranOut(p.leaseInvT) && (!c.inExtract(c.strs.str(int(prev.proc)), j) || j.meta.Quick):
 		// Its lease had run out while the holder was outside the work (a
-		// store call slow on a loaded machine, seen in the gate): the
-		// pipeline renews only while it works, and its fence makes the late
-		// commit fail. Late, not preempted; a holder working past its lease
+		// store call slow on a loaded machine, seen in the gate), or inside
+		// the work of a job with no slow step (a worker starved past its
+		// lease: the gate beside two busy loops): the pipeline renews only
+		// during a slow step, and its fence makes the late commit fail.
+		// Late, not preempted; a holder working a slow step past its lease
 		// without renewing it is (the no-heartbeat sabotage).
 		why = "lease_expiry"
 	case prev.ended == open && !prev.ranOut(p.leaseInvT) && prev.renewInvT < prev.renewOK && prev.mayHaveRunOut(r.t):

@@ -508,6 +508,33 @@ func baseCases() []testCase {
 			want:  Preempted,
 		},
 		{
+			// The same in the work of a job with no slow step: the pipeline
+			// never renews during it, so the holder was stalled there (a gate
+			// run beside two busy loops: postgres-txack idempotency.conflict,
+			// w1's lease 2.8 s after w3's, w3 never heard from again in that
+			// time). Late, not preempted.
+			name: "a holder stalled in quick work past its lease",
+			ops: newHist().enqueue("a", keyA, quick(meta("acme", "doc-a", 3))).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(11e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
+		},
+		{
+			// Quick work does not excuse a lease granted while the holder's
+			// was live.
+			name: "a holder in quick work within its lease",
+			ops: newHist().enqueue("a", keyA, quick(meta("acme", "doc-a", 3))).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(5e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
+		{
 			name: "a heartbeating holder within its renewal",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
@@ -925,6 +952,12 @@ func TestWitnessReplayRaisesTheSameProperty(t *testing.T) {
 func check3(ops []history.Op, final Final, opts Options) ([]Violation, Stats, []string) {
 	r := Check(ops, final, opts)
 	return r.Violations, r.Stats, r.Undecided
+}
+
+// quick: the job's work has no slow step.
+func quick(m pipeline.JobMeta) pipeline.JobMeta {
+	m.Quick = true
+	return m
 }
 
 func permanent(m pipeline.JobMeta) pipeline.JobMeta {

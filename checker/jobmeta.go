@@ -18,7 +18,7 @@ type jobMeta struct {
 	Version, MaxAttempts, FailTransient int32
 	tenant, group                       uint16
 	hash                                [32]byte
-	Poison, Stubborn, Permanent         bool
+	Poison, Stubborn, Permanent, Quick  bool
 	hashHex                             bool // hash holds the payload hash
 }
 
@@ -31,7 +31,7 @@ const metaRegen = ^uint32(0)
 // key), and reports whether raw can be regenerated from what it stored.
 func (c *Checker) setMeta(j *job, m pipeline.JobMeta, raw, key string) bool {
 	jm := jobMeta{Deadline: m.Deadline, AgeBudget: m.AgeBudget, Created: m.Created, Version: int32(m.Version), MaxAttempts: int32(m.MaxAttempts),
-		FailTransient: int32(m.FailTransient), Poison: m.Poison, Stubborn: m.Stubborn, Permanent: m.Permanent}
+		FailTransient: int32(m.FailTransient), Poison: m.Poison, Stubborn: m.Stubborn, Permanent: m.Permanent, Quick: m.Quick}
 	exact := int(jm.Version) == m.Version && int(jm.MaxAttempts) == m.MaxAttempts && int(jm.FailTransient) == m.FailTransient
 	jm.tenant = uint16(c.strs.id(m.Tenant))
 	if m.Tenant != "" && jm.tenant == 0 {
@@ -70,7 +70,7 @@ func docFromKey(key, tenant string, version int) (string, bool) {
 func (c *Checker) regenMeta(j *job, key string) string {
 	m := pipeline.JobMeta{Tenant: c.tenant(j), Version: int(j.meta.Version), MaxAttempts: int(j.meta.MaxAttempts),
 		Deadline: j.meta.Deadline, Group: c.group(j), Hash: c.hash(j), Permanent: j.meta.Permanent, Poison: j.meta.Poison,
-		Stubborn: j.meta.Stubborn, FailTransient: int(j.meta.FailTransient), AgeBudget: j.meta.AgeBudget, Created: j.meta.Created}
+		Stubborn: j.meta.Stubborn, FailTransient: int(j.meta.FailTransient), AgeBudget: j.meta.AgeBudget, Created: j.meta.Created, Quick: j.meta.Quick}
 	m.Doc, _ = docFromKey(key, m.Tenant, m.Version)
 	b, _ := json.Marshal(m)
 	return string(b)

@@ -86,13 +86,15 @@ func scanMeta(s string, m *pipeline.JobMeta) bool {
 			default:
 				m.Deadline = n
 			}
-		case "permanent", "poison", "stubborn":
+		case "permanent", "poison", "stubborn", "quick":
 			b := val == "true"
 			switch key {
 			case "permanent":
 				m.Permanent = b
 			case "poison":
 				m.Poison = b
+			case "quick":
+				m.Quick = b
 			default:
 				m.Stubborn = b
 			}

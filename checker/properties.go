@@ -53,7 +53,7 @@ var Properties = []Spec{
 		Sabotage:  "lease.redelivery/ack-dropped"},
 	{Name: Preempted,
 		Claim:     "a live, unfaulted holder keeps its lease: the broker never hands its job to another worker",
-		Detection: "a lease ok of a job whose previous delivery is still open, with a token no older than that delivery's (an older one was granted first and reached its holder late), its holder neither killed, paused nor crashed, granted before that delivery's lease could have run out counted from when its lease or latest renewal was asked for, or after it ran out while the holder still works without renewing (not checked on brokers with approximate leases)",
+		Detection: "a lease ok of a job whose previous delivery is still open, with a token no older than that delivery's (an older one was granted first and reached its holder late), its holder neither killed, paused nor crashed, granted before that delivery's lease could have run out counted from when its lease or latest renewal was asked for, or after it ran out while the holder still works a slow step without renewing (a job whose metadata says quick, no slow step, is never renewed during its work: a holder found in it past its lease was stalled) (not checked on brokers with approximate leases)",
 		Witness:   "both lease operations",
 		Sabotage:  "lease.heartbeat/no-heartbeat"},
 	{Name: OverBudget,

@@ -31,6 +31,11 @@ type JobMeta struct {
 	// Created (Unix ns; 0: not said) is the job's creation time, from which its
 	// age is measured.
 	Created int64 `json:"created,omitempty"`
+	// Quick: the job's work has no slow step, so the pipeline never renews
+	// its lease while it works; a holder found in that work after its lease
+	// ran out was stalled (a starved process), not working without renewing.
+	// Absent in histories recorded before it (then nothing is assumed).
+	Quick bool `json:"quick,omitempty"`
 }
 
 // MetaOf describes job for the history.
@@ -47,6 +52,7 @@ func MetaOf(job adapters.Job) JobMeta {
 		// A job that fails below a version fails permanently at this one.
 		m.Permanent = p.FailPermanent || job.Version < p.FailBelowVersion
 		m.Poison, m.Stubborn, m.FailTransient = p.Crash, p.FailTransient < 0, p.FailTransient
+		m.Quick = p.Slow <= 0
 	}
 	return m
 }
