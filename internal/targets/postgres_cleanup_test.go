@@ -128,18 +128,39 @@ func TestAwaitDead(t *testing.T) {
 	}
 }
 
-// cleanupOnce is one run of TestCleanupRemovesDeadRunsOnly's subtest; it
-// reports false when another cleanup removed the dead run's store schema
-// before the test's own did.
-func cleanupOnce(t *testing.T, raw, pg string, want []string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// cleanupSpec is the target at raw with its effect store at pg and a run id
+// of its own.
+func cleanupSpec(t *testing.T, raw, pg string) Spec {
+	t.Helper()
 	spec, err := Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec.StoreURL = pg
 	spec.RunID = "tclean" + randSuffix()
+	return spec
+}
+
+// enqueueOne leaves one job (j1) in the run's namespace.
+func enqueueOne(ctx context.Context, t *testing.T, spec Spec) {
+	t.Helper()
+	q, err := OpenQueue(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 1, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+}
+
+// cleanupOnce is one run of TestCleanupRemovesDeadRunsOnly's subtest; it
+// reports false when another cleanup removed the dead run's store schema
+// before the test's own did.
+func cleanupOnce(t *testing.T, raw, pg string, want []string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := cleanupSpec(t, raw, pg)
 	only := []string{spec.RunID}
 	release, err := HoldRun(ctx, spec)
 	if err != nil {
@@ -152,14 +173,7 @@ func cleanupOnce(t *testing.T, raw, pg string, want []string) bool {
 		}
 		_ = Teardown(context.Background(), spec)
 	}()
-	q, err := OpenQueue(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Enqueue(ctx, adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 1, MaxAttempts: 3}); err != nil {
-		t.Fatal(err)
-	}
-	q.Close()
+	enqueueOne(ctx, t, spec)
 	st, err := OpenStore(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -292,21 +306,9 @@ func TestCleanupNamedRabbitRunWithoutSchema(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.StoreURL = pg
-	spec.RunID = "tclean" + randSuffix()
+	spec := cleanupSpec(t, raw, pg)
 	defer func() { _ = Teardown(context.Background(), spec) }()
-	q, err := OpenQueue(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Enqueue(ctx, adapters.Job{ID: "j1", Tenant: "acme", DocumentID: "d1", Version: 1, MaxAttempts: 3}); err != nil {
-		t.Fatal(err)
-	}
-	q.Close()
+	enqueueOne(ctx, t, spec)
 	if storeSchemaExists(t, pg, "durachk_"+spec.RunID) {
 		t.Fatalf("the run has a store schema: the case needs a run without one")
 	}
