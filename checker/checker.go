@@ -483,6 +483,12 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	if op.Value == "node_kill" && op.Target != "" && op.Target == c.primary {
 		c.st.AtRiskAtPrimaryKill += c.unfinished()
 		c.st.LeasesAtPrimaryKill += c.held()
+		if acked := c.newestUnfinishedAck(); acked > 0 {
+			ms := max(int((op.T-acked+999_999)/1_000_000), 1) // nanoseconds to milliseconds, rounded up
+			if c.st.NewestAckBeforePrimaryKillMs == 0 || ms < c.st.NewestAckBeforePrimaryKillMs {
+				c.st.NewestAckBeforePrimaryKillMs = ms
+			}
+		}
 	}
 	switch op.Value {
 	case "node_partition":
@@ -558,6 +564,20 @@ func (c *Checker) unfinished() int {
 		}
 	}
 	return n
+}
+
+// newestUnfinishedAck is the time of the newest acknowledgement of an
+// enqueue whose job has no outcome yet (0: none).
+func (c *Checker) newestUnfinishedAck() int64 {
+	var t int64
+	for _, j := range c.jobList {
+		if j.accepted && j.terminal == nil {
+			if r := c.enqOK(j); r != nil {
+				t = max(t, r.t)
+			}
+		}
+	}
+	return t
 }
 
 // held counts the jobs with a delivery leased and not yet ended: the leases

@@ -32,7 +32,7 @@ func TestStatsAtRiskOfNodeFaults(t *testing.T) {
 		{"the primary killed holding a queued job and a leased one",
 			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).enqueue("b", keyB, meta("acme", "doc-b", 3)).
 				deliver("w1", "a", keyA, 1).fault("node_kill", "n1"),
-			Stats{AtRiskAtPrimaryKill: 2, LeasesAtPrimaryKill: 1}},
+			Stats{AtRiskAtPrimaryKill: 2, LeasesAtPrimaryKill: 1, NewestAckBeforePrimaryKillMs: 1}},
 		{"the primary killed after every job finished",
 			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).finish("w1", "a", keyA, 1).fault("node_kill", "n1"),
 			Stats{}},
@@ -41,7 +41,19 @@ func TestStatsAtRiskOfNodeFaults(t *testing.T) {
 			Stats{}},
 		{"the new primary killed after a failover",
 			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).node("primary", "n2").fault("node_kill", "n2"),
-			Stats{AtRiskAtPrimaryKill: 1}},
+			Stats{AtRiskAtPrimaryKill: 1, NewestAckBeforePrimaryKillMs: 1}},
+		{"the newest unfinished job acknowledged 120.5 ms before the primary's kill",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(300e6).
+				enqueue("b", keyB, meta("acme", "doc-b", 3)).wait(120.5e6).fault("node_kill", "n1"),
+			Stats{AtRiskAtPrimaryKill: 2, NewestAckBeforePrimaryKillMs: 121}},
+		{"a newer job finished before the kill: the unfinished one's age counts",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(300e6).
+				enqueue("b", keyB, meta("acme", "doc-b", 3)).finish("w1", "b", keyB, 1).fault("node_kill", "n1"),
+			Stats{AtRiskAtPrimaryKill: 1, NewestAckBeforePrimaryKillMs: 301}},
+		{"two primary kills: the freshest of the two",
+			newHist().node("primary", "n1").enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(40e6).fault("node_kill", "n1").
+				node("primary", "n2").wait(500e6).fault("node_kill", "n2"),
+			Stats{AtRiskAtPrimaryKill: 2, NewestAckBeforePrimaryKillMs: 41}},
 		{"enqueues during a partition: refused, ambiguous, acknowledged",
 			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).fault("node_partition", "n1").
 				tryEnqueue("b", keyB, history.Fail).tryEnqueue("b", keyB, history.Info).tryEnqueue("c", "acme:doc-c:v1", history.OK).
@@ -60,12 +72,14 @@ func TestStatsAtRiskOfNodeFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := Check(tt.h.ops, Final{}, Options{}).Stats
 			got := Stats{AtRiskAtPrimaryKill: st.AtRiskAtPrimaryKill, LeasesAtPrimaryKill: st.LeasesAtPrimaryKill,
-				EnqueuesInPartition: st.EnqueuesInPartition, AckedInPartition: st.AckedInPartition}
+				NewestAckBeforePrimaryKillMs: st.NewestAckBeforePrimaryKillMs,
+				EnqueuesInPartition:          st.EnqueuesInPartition, AckedInPartition: st.AckedInPartition}
 			if got.AtRiskAtPrimaryKill != tt.want.AtRiskAtPrimaryKill || got.LeasesAtPrimaryKill != tt.want.LeasesAtPrimaryKill ||
+				got.NewestAckBeforePrimaryKillMs != tt.want.NewestAckBeforePrimaryKillMs ||
 				got.EnqueuesInPartition != tt.want.EnqueuesInPartition || got.AckedInPartition != tt.want.AckedInPartition {
-				t.Errorf("at risk at the primary's kill %d, leases %d, enqueues in the partition %d (acknowledged %d); want %d, %d, %d (%d)",
-					got.AtRiskAtPrimaryKill, got.LeasesAtPrimaryKill, got.EnqueuesInPartition, got.AckedInPartition,
-					tt.want.AtRiskAtPrimaryKill, tt.want.LeasesAtPrimaryKill, tt.want.EnqueuesInPartition, tt.want.AckedInPartition)
+				t.Errorf("at risk at the primary's kill %d, leases %d, newest ack %d ms before, enqueues in the partition %d (acknowledged %d); want %d, %d, %d ms, %d (%d)",
+					got.AtRiskAtPrimaryKill, got.LeasesAtPrimaryKill, got.NewestAckBeforePrimaryKillMs, got.EnqueuesInPartition, got.AckedInPartition,
+					tt.want.AtRiskAtPrimaryKill, tt.want.LeasesAtPrimaryKill, tt.want.NewestAckBeforePrimaryKillMs, tt.want.EnqueuesInPartition, tt.want.AckedInPartition)
 			}
 		})
 	}

@@ -160,6 +160,13 @@ type Stats struct {
 	// ended) when the primary was killed, summed over such kills: the fencing
 	// tokens a failover to a lagging replica may hand out again.
 	LeasesAtPrimaryKill int `json:"leases_at_primary_kill,omitempty"`
+	// NewestAckBeforePrimaryKillMs is how long before the primary's kill the
+	// broker acknowledged the newest enqueue of a job still unfinished then,
+	// in milliseconds rounded up (at least 1; the least over such kills; 0:
+	// no such kill found one). Under a replication lag of at least that, an
+	// asynchronous replica had not received it yet: the kill was certain to
+	// lose it unless the broker waited for the replica before acknowledging.
+	NewestAckBeforePrimaryKillMs int `json:"newest_ack_before_primary_kill_ms,omitempty"`
 	// EnqueuesInPartition counts the enqueues attempted (invoked) while a
 	// node partition was in force (from a node_partition fault until its
 	// node_heal), and AckedInPartition those of them the broker acknowledged:

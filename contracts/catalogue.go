@@ -86,6 +86,31 @@ func atLeast(what string, got, want int) string {
 	return fmt.Sprintf("the run did not exercise the claim: %s %d, need %d", what, got, want)
 }
 
+// The replication lag of durability.failover (wall time: a replica's lag
+// does not stretch with the machine's load).
+const (
+	failoverLag    = 200 * time.Millisecond
+	failoverJitter = 50 * time.Millisecond
+)
+
+// ackedWithin is the Exercised part of a primary's kill under a replication
+// lag whose floor is lag: the newest unfinished job was acknowledged less
+// than lag before the kill (Stats.NewestAckBeforePrimaryKillMs, 0 for none).
+// Its write was then still in the lagging link: an asynchronous replica did
+// not have it, and a broker that waits for its replica had waited. A kill
+// that found every acknowledged enqueue older puts nothing at risk that a
+// replica lagging that much would not have received already.
+func ackedWithin(ms int, lag time.Duration) string {
+	if ms > 0 && time.Duration(ms)*time.Millisecond < lag {
+		return ""
+	}
+	newest := "none"
+	if ms > 0 {
+		newest = fmt.Sprintf("the newest %d ms before", ms)
+	}
+	return fmt.Sprintf("the run did not exercise the claim: no unfinished job acknowledged less than %s (the replication lag's floor) before the primary was killed (%s)", lag, newest)
+}
+
 func firstOf(reasons ...string) string {
 	for _, r := range reasons {
 		if r != "" {
@@ -474,21 +499,26 @@ var Catalogue = []*Contract{
 			// that an enqueue which waits for a replica (WAIT, a synchronous
 			// standby: 200-450 ms through the lagging link, wall time) is
 			// acknowledged before its job is done; the kill waits for such a
-			// job (runner: atRisk), and the lag lasts past that wait.
+			// job (runner: atRisk), and the lag lasts past that wait. With
+			// fewer jobs than the default the kill comes earlier, while the
+			// producer still enqueues: the kill waits, besides, for an enqueue
+			// acknowledged within the lag's floor.
+			kill := min(10*time.Second, time.Duration(max(n-4, 1))*500*time.Millisecond)
 			sc := base("primary killed while replication lags", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				j.At = time.Duration(i) * 500 * time.Millisecond
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = 6 * time.Second })
 			}),
-				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 60 * time.Second, Delay: 200 * time.Millisecond, Jitter: 50 * time.Millisecond},
-				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: 10 * time.Second, For: 30 * time.Second},
-				faults.Fault{Kind: faults.Failover, At: 15 * time.Second})
+				faults.Fault{Kind: faults.Latency, Link: faults.LinkReplication, For: 60 * time.Second, Delay: failoverLag, Jitter: failoverJitter},
+				faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: kill, For: 30 * time.Second},
+				faults.Fault{Kind: faults.Failover, At: kill + 5*time.Second})
 			sc.Workers = 2
 			sc.Limit = clusterLimit
 			return sc
 		},
 		Exercised: func(s Stats) string {
 			return firstOf(failedOver("node_kill")(s),
-				atLeast("jobs acknowledged and unfinished when the primary was killed", s.AtRiskAtPrimaryKill, 1))
+				atLeast("jobs acknowledged and unfinished when the primary was killed", s.AtRiskAtPrimaryKill, 1),
+				ackedWithin(s.NewestAckBeforePrimaryKillMs, failoverLag-failoverJitter))
 		},
 		Sabotages: []Sabotage{{Name: "unreplicated", What: "the broker acknowledges before any replica has the write", Unreplicated: true, Raises: []Property{PropLost}}},
 	},

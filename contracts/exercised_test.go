@@ -35,6 +35,12 @@ func (h *handRun) rec(op history.Op) *handRun {
 
 func handKey(job string) string { return "acme:" + job + ":v1" }
 
+// wait moves the clock on by ms milliseconds.
+func (h *handRun) wait(ms int64) *handRun {
+	h.t += ms * 1e6
+	return h
+}
+
 // enqueue is an enqueue the broker acknowledged.
 func (h *handRun) enqueue(job string) *handRun {
 	return h.tryEnqueue(job, history.OK)
@@ -151,6 +157,18 @@ var vacuous = []vacuousCase{
 			fault("node_kill", "n1", "", "").node("primary", "n2").fault("failover", "n2", "", "").
 			finish("w1", "j1").fault("node_restart", "n1", "", "").node("settled in 1s", "n2")
 	}, "jobs acknowledged and unfinished when the primary was killed 0"},
+	{"durability.failover", func() *handRun {
+		// A job acknowledged and unfinished, but 400 ms before the kill: a
+		// replica lagging 200 ms had received it, replicated synchronously
+		// or not.
+		return newHandRun().node("started in 1s: test cluster", "").node("primary", "n1").enqueue("j1").wait(400).
+			fault("node_kill", "n1", "", "").node("primary", "n2").fault("failover", "n2", "", "").
+			finish("w1", "j1").fault("node_restart", "n1", "", "").node("settled in 1s", "n2")
+	}, func() *handRun {
+		return newHandRun().node("started in 1s: test cluster", "").node("primary", "n1").enqueue("j1").wait(140).
+			fault("node_kill", "n1", "", "").node("primary", "n2").fault("failover", "n2", "", "").
+			finish("w1", "j1").fault("node_restart", "n1", "", "").node("settled in 1s", "n2")
+	}, "no unfinished job acknowledged less than 150ms (the replication lag's floor) before the primary was killed (the newest 401 ms before)"},
 	{"fencing.failover", func() *handRun {
 		// Jobs queued, none leased, when the primary died: no token at risk.
 		return newHandRun().node("started in 1s: test cluster", "").node("primary", "n1").enqueue("j1").

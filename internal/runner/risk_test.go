@@ -117,6 +117,63 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 	}
 }
 
+// Under a replication lag the primary's kill waits, besides, for an enqueue
+// acknowledged less than the lag's floor (Delay less Jitter) before: none
+// yet, or one older than the floor, holds it; one just now lets it fire. A
+// kill outside the lag's window waits for no such enqueue.
+func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
+	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: time.Second}
+	c, _ := riskController(t, "")
+	// A floor of minutes: the test must not hang on how fast this machine
+	// gets from the Store to atRisk.
+	c.r.sc.Plan.Faults = []faults.Fault{{Kind: faults.Latency, Link: faults.LinkReplication, For: time.Hour, Delay: 2 * time.Minute, Jitter: time.Minute}}
+	c.unfinished.Store(1)
+	c.leased.Store(1)
+	for _, tt := range []struct {
+		name  string
+		acked time.Duration // before now; 0: never
+		want  bool
+	}{
+		{"nothing acknowledged yet", 0, false},
+		{"the newest acknowledgement two minutes old", 2 * time.Minute, false},
+		{"an acknowledgement just now", time.Millisecond, true},
+	} {
+		c.acked.Store(0)
+		if tt.acked > 0 {
+			c.acked.Store(time.Now().Add(-tt.acked).UnixNano())
+		}
+		what, ok := c.atRisk(kill)
+		if ok != tt.want {
+			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
+		}
+		if !strings.Contains(what, "an enqueue acknowledged less than 1m0s (the replication lag's floor) before") {
+			t.Errorf("%s: waits for %q, which does not name the fresh acknowledgement", tt.name, what)
+		}
+	}
+	c.acked.Store(0)
+	late := kill
+	late.At = 2 * time.Hour
+	if what, ok := c.atRisk(late); !ok || strings.Contains(what, "lag") {
+		t.Errorf("a kill after the lag's window waits for %q (at risk %v)", what, ok)
+	}
+	// The tail takes the newest first acknowledgement of an unfinished job's
+	// enqueue from the histories; a second one of the same job does not count.
+	path := filepath.Join(t.TempDir(), "producer.jsonl")
+	w, err := history.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 3})
+	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "b", T: 7})
+	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 11})
+	w.Close()
+	tail := newHistoryTail()
+	tail.read([]string{path})
+	if tail.acked != 7 {
+		t.Errorf("acknowledged at %d, want 7 (job b's first acknowledgement)", tail.acked)
+	}
+}
+
 // What is at risk already: the fault fires at once. What never comes: the
 // fault fires after riskWait, the plan moved by as much, and the history says
 // so.

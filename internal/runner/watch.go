@@ -35,6 +35,10 @@ type historyTail struct {
 	// history time, Unix nanoseconds): a delivery a lagging replica may not
 	// have yet.
 	handedOut int64
+	// acked is when the newest acknowledgement of a job's enqueue was
+	// answered (a history time, Unix nanoseconds): a write a lagging replica
+	// may not have yet.
+	acked int64
 }
 
 type jobTrace struct {
@@ -130,6 +134,7 @@ func (w *historyTail) readFile(path string) {
 				b.accepted = true
 				if !b.finished {
 					w.unfinished++
+					w.acked = max(w.acked, op.T)
 				}
 			}
 		case op.F == history.Lease && op.Type == history.OK:
