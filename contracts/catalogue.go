@@ -87,7 +87,9 @@ func atLeast(what string, got, want int) string {
 }
 
 // The replication lag of durability.failover (wall time: a replica's lag
-// does not stretch with the machine's load).
+// does not stretch with the machine's load). A proxy delays by lag to
+// lag+jitter, netem (an existing cluster's lag command) by lag ± jitter: lag
+// less jitter is its floor, the Plan.KillAfterAck of the primary's kill.
 const (
 	failoverLag    = 200 * time.Millisecond
 	failoverJitter = 50 * time.Millisecond
@@ -513,6 +515,7 @@ var Catalogue = []*Contract{
 				faults.Fault{Kind: faults.Failover, At: kill + 5*time.Second})
 			sc.Workers = 2
 			sc.Limit = clusterLimit
+			sc.Plan.KillAfterAck = failoverLag - failoverJitter
 			return sc
 		},
 		Exercised: func(s Stats) string {

@@ -115,6 +115,11 @@ type Plan struct {
 	// before it: with replication lagging by more, that delivery (its lease
 	// and token) is on no replica yet when the primary dies.
 	KillAfterLease time.Duration `json:"kill_after_lease,omitempty"`
+	// KillAfterAck, if set, holds the primary's kill until the broker
+	// acknowledged an enqueue no longer than this before it: with
+	// replication lagging by more, that write is still in the lagging link,
+	// so an asynchronous replica does not have it when the primary dies.
+	KillAfterAck time.Duration `json:"kill_after_ack,omitempty"`
 }
 
 // Points tracks crash and pause points: which arrival fires which fault. Safe for

@@ -52,19 +52,20 @@ const (
 	MaxLease   = time.Hour
 	MinPoll    = 10 * time.Millisecond
 	MaxPoll    = time.Minute
-	// kill_after_lease: the controller reads the histories every 20 ms, so
-	// a delivery fresher than 10 ms is not seen in time; 10 s bounds the wait.
-	MinKillAfterLease = 10 * time.Millisecond
-	MaxKillAfterLease = 10 * time.Second
-	MinLimit          = time.Second
-	MaxLimit          = contracts.MaxLimit
-	MaxJobs           = 20_000 // jobs, count expanded: the CLI's 10,000 and what a contract adds to them
-	MaxFaults         = 1000
-	MaxVersion        = 1_000_000
-	MaxAttempts       = 1000
-	MaxNth            = 1_000_000
-	MaxDeadline       = 24 * time.Hour // also age_budget
-	MaxLatency        = time.Minute    // delay and jitter
+	// kill_after_lease and kill_after_ack: the controller reads the
+	// histories every 20 ms, so a delivery or an acknowledgement fresher than
+	// 10 ms is not seen in time; 10 s bounds the wait.
+	MinKillAfter = 10 * time.Millisecond
+	MaxKillAfter = 10 * time.Second
+	MinLimit     = time.Second
+	MaxLimit     = contracts.MaxLimit
+	MaxJobs      = 20_000 // jobs, count expanded: the CLI's 10,000 and what a contract adds to them
+	MaxFaults    = 1000
+	MaxVersion   = 1_000_000
+	MaxAttempts  = 1000
+	MaxNth       = 1_000_000
+	MaxDeadline  = 24 * time.Hour // also age_budget
+	MaxLatency   = time.Minute    // delay and jitter
 	// MaxIdlePolls bounds workers × limit ÷ poll: the embedded target records
 	// every empty lease of every worker (an idle worker polls every 8 × poll
 	// at most), so 64 workers idle for a day would record millions of
@@ -94,6 +95,9 @@ type Plan struct {
 	// KillAfterLease holds the primary's kill until a job was handed out no
 	// longer than this before it (faults.Plan.KillAfterLease).
 	KillAfterLease Duration `yaml:"kill_after_lease,omitempty" json:"kill_after_lease,omitempty"`
+	// KillAfterAck holds the primary's kill until an enqueue was acknowledged
+	// no longer than this before it (faults.Plan.KillAfterAck).
+	KillAfterAck Duration `yaml:"kill_after_ack,omitempty" json:"kill_after_ack,omitempty"`
 	// AtRisk is what the plan's claim needs at risk in a run (measures of
 	// the registry, atrisk.go): a run that put less at risk is unknown.
 	AtRisk []Risk `yaml:"at_risk,omitempty" json:"at_risk,omitempty"`
@@ -405,7 +409,8 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 		return bad("workers %d: want 1 to %d", p.Workers, MaxWorkers)
 	}
 	if err := errors.Join(inRange("lease", p.Lease, MinLease, MaxLease), inRange("poll", p.Poll, MinPoll, MaxPoll),
-		inRange("limit", p.Limit, MinLimit, MaxLimit), inRange("kill_after_lease", p.KillAfterLease, MinKillAfterLease, MaxKillAfterLease)); err != nil {
+		inRange("limit", p.Limit, MinLimit, MaxLimit), inRange("kill_after_lease", p.KillAfterLease, MinKillAfter, MaxKillAfter),
+		inRange("kill_after_ack", p.KillAfterAck, MinKillAfter, MaxKillAfter)); err != nil {
 		return bad("%v", oneLineErr(err))
 	}
 	if err := validRisks(p.AtRisk); err != nil {
@@ -443,7 +448,7 @@ func (p *Plan) Scenario() (contracts.Scenario, error) {
 		}
 		sc.Jobs = append(sc.Jobs, js...)
 	}
-	sc.Plan = faults.Plan{Name: sc.Name, PinProducer: p.PinProducer, KillAfterLease: p.KillAfterLease.D()}
+	sc.Plan = faults.Plan{Name: sc.Name, PinProducer: p.PinProducer, KillAfterLease: p.KillAfterLease.D(), KillAfterAck: p.KillAfterAck.D()}
 	for i, f := range p.Faults {
 		ff, err := f.fault(sc.Workers, sc.Limit)
 		if err != nil {
@@ -647,7 +652,7 @@ func FromContract(c *contracts.Contract, seed uint64, jobs int) (*Plan, error) {
 func FromScenario(sc contracts.Scenario, contract string, seed uint64) (*Plan, error) {
 	p := &Plan{Format: Format, Name: sc.Name, Contract: contract, Seed: seed, Workers: sc.Workers, Lease: Duration(sc.Lease),
 		Poll: Duration(sc.Poll), Limit: Duration(sc.Limit), Operator: sc.Operator, Canaries: slices.Clone(sc.Canaries), PinProducer: sc.Plan.PinProducer,
-		KillAfterLease: Duration(sc.Plan.KillAfterLease)}
+		KillAfterLease: Duration(sc.Plan.KillAfterLease), KillAfterAck: Duration(sc.Plan.KillAfterAck)}
 	for _, js := range sc.Jobs {
 		pl, err := pipeline.DecodePayload(js.Job.Payload)
 		if err != nil {

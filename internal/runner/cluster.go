@@ -236,12 +236,12 @@ func (r *run) clusterShift() time.Duration {
 // job handed out no longer than that before: a delivery, its lease and its
 // token, that the lagging replicas do not have yet (a kill a second after
 // the last delivery finds every token replicated, and the failover hands out
-// none again). Under a replication lag (lagFloor) the primary's kill waits,
-// besides, for an enqueue acknowledged less than the lag's floor before: its
-// write is still in the lagging link, so an asynchronous replica is certain
-// not to have it (a kill that finds every acknowledged write older than the
-// lag loses nothing, whatever the replication). Other faults wait for
-// nothing.
+// none again). With Plan.KillAfterAck it waits, besides, for an enqueue
+// acknowledged no longer than that before: under a replication lag of at
+// least that, its write is still in the lagging link, so an asynchronous
+// replica is certain not to have it (a kill that finds every acknowledged
+// write older than the lag loses nothing, whatever the replication). Other
+// faults wait for nothing.
 func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
 	switch {
 	case f.Kind == faults.NodeKill && f.Node == faults.SelPrimary:
@@ -250,29 +250,15 @@ func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
 			what += fmt.Sprintf(", a job handed out less than %s before", fresh)
 			ok = ok && time.Since(time.Unix(0, c.handedOut.Load())) < fresh
 		}
-		if floor := lagFloor(c.r.sc.Plan, f.At+time.Duration(c.shift.Load())); floor > 0 {
-			what += fmt.Sprintf(", an enqueue acknowledged less than %s (the replication lag's floor) before", floor)
-			ok = ok && time.Since(time.Unix(0, c.acked.Load())) < floor
+		if fresh := c.r.sc.Plan.KillAfterAck; fresh > 0 {
+			what += fmt.Sprintf(", an enqueue acknowledged less than %s before", fresh)
+			ok = ok && time.Since(time.Unix(0, c.acked.Load())) < fresh
 		}
 		return what, ok
 	case f.Kind == faults.NodePartition && c.r.sc.Plan.PinProducer != "":
 		return "the pinned producer's first enqueue", c.produced.Load()
 	}
 	return "", true
-}
-
-// lagFloor is the least delay of the plan's replication lag in force at
-// time at of the run, or 0 when none is: Delay less Jitter (a proxy delays by
-// Delay to Delay+Jitter, netem's delay of an existing cluster's lag command
-// by Delay ± Jitter).
-func lagFloor(p faults.Plan, at time.Duration) time.Duration {
-	var floor time.Duration
-	for _, f := range p.Faults {
-		if f.Kind == faults.Latency && f.Link == faults.LinkReplication && f.At <= at && at < f.At+f.For {
-			floor = max(floor, f.Delay-f.Jitter)
-		}
-	}
-	return floor
 }
 
 // holdFor waits, from the fault's planned time, until what f puts at risk is

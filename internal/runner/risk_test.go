@@ -117,16 +117,15 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 	}
 }
 
-// Under a replication lag the primary's kill waits, besides, for an enqueue
-// acknowledged less than the lag's floor (Delay less Jitter) before: none
-// yet, or one older than the floor, holds it; one just now lets it fire. A
-// kill outside the lag's window waits for no such enqueue.
+// With Plan.KillAfterAck the primary's kill waits, besides, for an enqueue
+// acknowledged no longer than that before: none yet, or one older, holds it;
+// one just now lets it fire.
 func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
-	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary, At: time.Second}
+	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary}
 	c, _ := riskController(t, "")
-	// A floor of minutes: the test must not hang on how fast this machine
+	// A window of minutes: the test must not hang on how fast this machine
 	// gets from the Store to atRisk.
-	c.r.sc.Plan.Faults = []faults.Fault{{Kind: faults.Latency, Link: faults.LinkReplication, For: time.Hour, Delay: 2 * time.Minute, Jitter: time.Minute}}
+	c.r.sc.Plan.KillAfterAck = time.Minute
 	c.unfinished.Store(1)
 	c.leased.Store(1)
 	for _, tt := range []struct {
@@ -146,15 +145,13 @@ func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
 		if ok != tt.want {
 			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
 		}
-		if !strings.Contains(what, "an enqueue acknowledged less than 1m0s (the replication lag's floor) before") {
+		if !strings.Contains(what, "an enqueue acknowledged less than 1m0s before") {
 			t.Errorf("%s: waits for %q, which does not name the fresh acknowledgement", tt.name, what)
 		}
 	}
-	c.acked.Store(0)
-	late := kill
-	late.At = 2 * time.Hour
-	if what, ok := c.atRisk(late); !ok || strings.Contains(what, "lag") {
-		t.Errorf("a kill after the lag's window waits for %q (at risk %v)", what, ok)
+	c.r.sc.Plan.KillAfterAck = 0
+	if what, ok := c.atRisk(kill); !ok || strings.Contains(what, "enqueue acknowledged") {
+		t.Errorf("a kill without KillAfterAck waits for %q (at risk %v)", what, ok)
 	}
 	// The tail takes the newest first acknowledgement of an unfinished job's
 	// enqueue from the histories; a second one of the same job does not count.
