@@ -113,23 +113,27 @@ const namedRunGrace = 10 * time.Second
 // orphaned processes (reaper.Sweep). A run is live while it holds its run lock
 // in the effect store or the lock of its directory; nothing of a live run is
 // touched. It prints one line per thing removed. runs, if any, narrow it to
-// those run ids.
+// those run ids and to the runs of the commands they name (the id `durachk
+// run` and `durachk explore` print: targets.RunsOf).
 func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) error {
 	ss, store, err := specs(&o)
 	if err != nil {
 		return err
 	}
 	var only func(string) bool
+	named := map[string]bool{} // the runs named, and the runs of the commands named
 	if len(runs) > 0 {
 		for _, r := range runs {
 			if err := targets.CheckRunID(r); err != nil {
 				return ConfigError(err)
 			}
+			named[r] = true
 		}
-		only = func(id string) bool { return slices.Contains(runs, id) }
+		only = func(id string) bool { return named[id] }
 	}
 	var errs []string
-	awaited := map[string][]string{} // store URL: the named runs still live
+	children := map[string][]string{} // store URL: the runs whose parent is named
+	awaited := map[string][]string{}  // store URL: the named runs still live
 	stores := map[string]bool{targets.DefaultStoreURL(): true}
 	if store != "" {
 		stores = map[string]bool{store: true}
@@ -147,19 +151,41 @@ func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) erro
 			s.StoreURL = store
 		}
 		stores[s.StoreURL] = true
+		// The id a command printed names the runs it started, each with an
+		// id of its own: their registry entries name it as their parent.
+		these := runs
+		if len(runs) > 0 {
+			kids, ok := children[s.StoreURL]
+			if !ok {
+				if kids, err = targets.RunsOf(ctx, s.StoreURL, runs); err != nil {
+					msg := scrub(err.Error(), append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...))
+					fmt.Fprintf(w, "%s: cleanup failed: %s\n", s.Name, msg)
+					errs = append(errs, s.Name+": "+msg)
+					continue
+				}
+				children[s.StoreURL] = kids
+			}
+			if len(kids) > 0 {
+				fmt.Fprintf(w, "%s: the runs of %s: %s\n", s.Name, strings.Join(runs, ", "), strings.Join(kids, ", "))
+			}
+			these = append(slices.Clone(runs), kids...)
+			for _, k := range kids {
+				named[k] = true
+			}
+		}
 		// A run named here and killed a moment ago may still hold its lock:
 		// give it namedRunGrace to let go, once per store.
 		var liveNamed []string
 		if len(runs) > 0 {
 			if _, ok := awaited[s.StoreURL]; !ok {
-				awaited[s.StoreURL], _ = targets.AwaitDead(ctx, s.StoreURL, runs, namedRunGrace)
+				awaited[s.StoreURL], _ = targets.AwaitDead(ctx, s.StoreURL, these, namedRunGrace)
 			}
 			liveNamed = awaited[s.StoreURL]
 		}
 		for _, id := range liveNamed {
 			fmt.Fprintf(w, "%s: run %s is live (it holds its run lock): left alone\n", s.Name, id)
 		}
-		lines, err := targets.Cleanup(ctx, s, runs)
+		lines, err := targets.Cleanup(ctx, s, these)
 		for _, l := range lines {
 			fmt.Fprintf(w, "%s: %s\n", s.Name, l)
 		}

@@ -114,6 +114,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 		}
 	}
 	runID := newRunID()
+	adopt([]*target{t}, runID)
 	budget := o.Duration.String()
 	if o.Rounds > 0 {
 		budget = fmt.Sprintf("%d rounds", o.Rounds)

@@ -335,9 +335,13 @@ func runOf(ppid int) (id, dir string) {
 
 var runDirRE = regexp.MustCompile(`^durachk-([a-z0-9]+)-[0-9]+$`)
 
+// commandLine is the first line of `durachk run`, naming the command's id.
+var commandLine = regexp.MustCompile(`^durachk: run ([a-z0-9]+): `)
+
 // A run on the shared RabbitMQ killed with SIGKILL leaves its queues (with
-// messages) and its store schema; cleanup of that target removes them, one
-// line each, and a second cleanup finds nothing.
+// messages) and its store schema; cleanup of that target, named by the id
+// `durachk run` printed (its contract's run has an id of its own), removes
+// them, one line each, and a second cleanup finds nothing.
 func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 	target := os.Getenv("DURACHK_AMQP_URL")
 	if target == "" || os.Getenv("DURACHK_PG_URL") == "" {
@@ -345,9 +349,22 @@ func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 	}
 	bin := durachkBinary(t)
 	cmd := exec.Command(bin, "run", "--contract", "lease.redelivery", "--target", target, "--out", t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	printed := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := commandLine.FindStringSubmatch(sc.Text()); m != nil {
+				printed <- m[1]
+			}
+		}
+	}()
 	var id, dir string
 	for wait := time.Now().Add(time.Minute); id == "" && time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
 		id, dir = runOf(cmd.Process.Pid)
@@ -360,9 +377,18 @@ func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // jobs in the queues
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+	var parent string
+	select {
+	case parent = <-printed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("durachk run printed no run id")
+	}
+	if parent == id {
+		t.Fatalf("the command's id %s is its contract run's", id)
+	}
 	cleanup := func() string {
 		var out bytes.Buffer
-		c := exec.Command(bin, "cleanup", "--target", target, "--run", id)
+		c := exec.Command(bin, "cleanup", "--target", target, "--run", parent)
 		c.Stdout, c.Stderr = &out, &out
 		if err := c.Run(); err != nil {
 			t.Fatalf("cleanup: %v\n%s", err, out.String())
@@ -370,8 +396,8 @@ func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 		return out.String()
 	}
 	out := cleanup()
-	t.Logf("cleanup after SIGKILL of run %s:\n%s", id, out)
-	for _, want := range []string{"removed rabbitmq queue durachk." + id + " (", "removed postgres schema durachk_" + id + " (effect store)"} {
+	t.Logf("cleanup after SIGKILL of run %s (its contract's run %s):\n%s", parent, id, out)
+	for _, want := range []string{"the runs of " + parent + ": " + id, "removed rabbitmq queue durachk." + id + " (", "removed postgres schema durachk_" + id + " (effect store)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cleanup output lacks %q", want)
 		}

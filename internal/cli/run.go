@@ -347,6 +347,7 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		}
 	}
 	runID := newRunID()
+	adopt(ts, runID)
 	parallel := o.Parallel
 	if parallel == 0 {
 		parallel = DefaultParallel
@@ -923,8 +924,19 @@ func verdictError(doc *reports.Document) error {
 	return nil
 }
 
+// adopt makes every run of ts a run of the command runID names: their
+// registry entries record it (targets.Spec.Parent), and `durachk cleanup
+// --run runID` reaches them.
+func adopt(ts []*target, runID string) {
+	for _, t := range ts {
+		if rt, ok := t.Target.(*runner.Target); ok {
+			rt.Spec.Parent = runID
+		}
+	}
+}
+
 // newRunID names one run of durachk (the namespaces its targets make have
-// run ids of their own, recorded per result).
+// run ids of their own, recorded per result, and name it as their parent).
 func newRunID() string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,14 +117,14 @@ func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 	}
 	for _, q := range []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + schema,
-		`CREATE TABLE IF NOT EXISTS ` + schema + `.` + registryTable + ` (kind text NOT NULL, endpoint text NOT NULL, options jsonb NOT NULL, started timestamptz NOT NULL DEFAULT now())`,
+		`CREATE TABLE IF NOT EXISTS ` + schema + `.` + registryTable + ` (kind text NOT NULL, endpoint text NOT NULL, options jsonb NOT NULL, started timestamptz NOT NULL DEFAULT now(), parent text NOT NULL DEFAULT '')`,
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			_ = tx.Rollback(ctx)
 			return fail(err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.`+registryTable+` (kind, endpoint, options) VALUES ($1, $2, $3)`, s.Kind, Endpoint(s), string(b)); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.`+registryTable+` (kind, endpoint, options, parent) VALUES ($1, $2, $3, $4)`, s.Kind, Endpoint(s), string(b), s.Parent); err != nil {
 		_ = tx.Rollback(ctx)
 		return fail(err)
 	}
@@ -207,6 +208,42 @@ type DeadRun struct {
 	Kind       string
 	Endpoint   string
 	Options    map[string]string
+}
+
+// RunsOf returns the runs registered in the effect store at storeURL whose
+// parent (Spec.Parent: the command that started them) is one of parents,
+// live or not, in schema order. Runs registered before the registry named
+// parents are not found by theirs.
+func RunsOf(ctx context.Context, storeURL string, parents []string) ([]string, error) {
+	db, err := pgdb.Open(ctx, storeURL, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		return nil, fmt.Errorf("cleanup %s: %w", Redact(storeURL), err)
+	}
+	defer db.Close()
+	schemas, err := durachkSchemas(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup %s: %w", Redact(storeURL), err)
+	}
+	var out []string
+	for _, n := range schemas {
+		m := storeSchemaRE.FindStringSubmatch(n)
+		if m == nil {
+			continue
+		}
+		var parent string
+		err := db.Pool.QueryRow(ctx, `SELECT parent FROM `+pgdb.Ident(n, registryTable)+` LIMIT 1`).Scan(&parent)
+		switch {
+		case err == nil:
+			if parent != "" && slices.Contains(parents, parent) {
+				out = append(out, m[1])
+			}
+		case strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "no rows"):
+			// No registry, or one from before parents were recorded.
+		default:
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+	}
+	return out, nil
 }
 
 // deadRuns lists the runs with a store schema in db that hold no lock.

@@ -92,6 +92,44 @@ func TestReleasedRunIsDeadAtOnce(t *testing.T) {
 	}
 }
 
+// RunsOf finds the runs a command started by the id it printed (their
+// registry's parent), held or not; not another command's, nor a run
+// without a parent.
+func TestRunsOfAParent(t *testing.T) {
+	pg := os.Getenv("DURACHK_PG_URL")
+	if pg == "" {
+		t.Skip("DURACHK_PG_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	parent, other := "tpar"+randSuffix(), "tpar"+randSuffix()
+	var mine []string
+	for i, p := range []string{parent, other, parent, ""} {
+		s := Spec{Kind: "postgres", URL: pg, StoreURL: pg, RunID: "trof" + randSuffix(), Parent: p}
+		release, err := HoldRun(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			release() // dead runs are found too
+		} else {
+			defer release()
+		}
+		defer func() { _ = TeardownStore(ctx, s) }()
+		if p == parent {
+			mine = append(mine, s.RunID)
+		}
+	}
+	slices.Sort(mine)
+	got, err := RunsOf(ctx, pg, []string{parent})
+	if err != nil || !slices.Equal(got, mine) {
+		t.Errorf("RunsOf(%s) = %v, %v; want %v", parent, got, err, mine)
+	}
+	if got, err := RunsOf(ctx, pg, []string{"tpar" + randSuffix()}); err != nil || len(got) != 0 {
+		t.Errorf("RunsOf a parent that started nothing = %v, %v", got, err)
+	}
+}
+
 // AwaitDead returns a run still holding its lock after the grace, and
 // returns as soon as a held run lets go within it (a cleanup named a run
 // killed a moment ago).

@@ -33,6 +33,10 @@ type Spec struct {
 	Options  map[string]string `json:"options,omitempty"`
 	RunID    string            `json:"run_id"`
 	StoreURL string            `json:"store_url"`
+	// Parent is the id of the durachk command (run, explore) the run belongs
+	// to, the one it prints: the run's registry records it, so that
+	// `durachk cleanup --run <parent>` reaches every run of that command.
+	Parent string `json:"parent,omitempty"`
 	// Store sabotage (negative controls only).
 	NoFence       bool `json:"no_fence,omitempty"`
 	KeyOnlyDedupe bool `json:"key_only_dedupe,omitempty"`
