@@ -30,6 +30,23 @@ func riskController(t *testing.T, pin string) (*clusterRun, string) {
 	return c, path
 }
 
+// tailOf is a history tail that has read ops from a history file.
+func tailOf(t *testing.T, ops ...history.Op) *historyTail {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := history.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		w.Record(op)
+	}
+	w.Close()
+	tail := newHistoryTail()
+	tail.read([]string{path})
+	return tail
+}
+
 // A node fault waits for what it puts at risk: the primary's kill for an
 // acknowledged job without an outcome, the partition of a pinned producer's
 // node for its first enqueue; anything else waits for nothing.
@@ -100,18 +117,10 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 	}
 	// The tail takes the newest first delivery of a job from the histories;
 	// a second delivery of a job already leased does not count.
-	dir := t.TempDir()
-	path := filepath.Join(dir, "w1.jsonl")
-	w, err := history.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 1})
-	w.Record(history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 5})
-	w.Record(history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 9})
-	w.Close()
-	tail := newHistoryTail()
-	tail.read([]string{path})
+	tail := tailOf(t,
+		history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 1},
+		history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 5},
+		history.Op{Type: history.OK, F: history.Lease, Process: "w1", Job: "a", T: 9})
 	if tail.handedOut != 5 {
 		t.Errorf("handed out at %d, want 5 (the job's first delivery)", tail.handedOut)
 	}
@@ -155,17 +164,10 @@ func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
 	}
 	// The tail takes the newest first acknowledgement of an unfinished job's
 	// enqueue from the histories; a second one of the same job does not count.
-	path := filepath.Join(t.TempDir(), "producer.jsonl")
-	w, err := history.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 3})
-	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "b", T: 7})
-	w.Record(history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 11})
-	w.Close()
-	tail := newHistoryTail()
-	tail.read([]string{path})
+	tail := tailOf(t,
+		history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 3},
+		history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "b", T: 7},
+		history.Op{Type: history.OK, F: history.Enqueue, Process: "producer", Job: "a", T: 11})
 	if tail.acked != 7 {
 		t.Errorf("acknowledged at %d, want 7 (job b's first acknowledgement)", tail.acked)
 	}

@@ -28,15 +28,11 @@ var (
 // dropDeadSchemas drops the schemas of url's database that re matches (its
 // first group is the run id) and whose run is not live.
 func dropDeadSchemas(ctx context.Context, url string, re *regexp.Regexp, live func(string) bool) ([]string, error) {
-	db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
+	db, schemas, err := openSchemas(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
+		return nil, err
 	}
 	defer db.Close()
-	schemas, err := durachkSchemas(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
-	}
 	var dropped []string
 	for _, n := range schemas {
 		m := re.FindStringSubmatch(n)
@@ -68,6 +64,20 @@ func durachkSchemas(ctx context.Context, db *pgdb.DB) ([]string, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// openSchemas opens the database at url and lists its durachk schemas
+// (durachkSchemas). The caller closes db.
+func openSchemas(ctx context.Context, url string) (db *pgdb.DB, schemas []string, err error) {
+	db, err = pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
+	}
+	if schemas, err = durachkSchemas(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("cleanup %s: %w", Redact(url), err)
+	}
+	return db, schemas, nil
 }
 
 const runLockSQL = `hashtextextended('durachk.run:' || $1, 0)`
@@ -215,15 +225,11 @@ type DeadRun struct {
 // live or not, in schema order. Runs registered before the registry named
 // parents are not found by theirs.
 func RunsOf(ctx context.Context, storeURL string, parents []string) ([]string, error) {
-	db, err := pgdb.Open(ctx, storeURL, pgdb.Options{MaxConns: 1})
+	db, schemas, err := openSchemas(ctx, storeURL)
 	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: %w", Redact(storeURL), err)
+		return nil, err
 	}
 	defer db.Close()
-	schemas, err := durachkSchemas(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: %w", Redact(storeURL), err)
-	}
 	var out []string
 	for _, n := range schemas {
 		m := storeSchemaRE.FindStringSubmatch(n)
