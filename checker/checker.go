@@ -779,7 +779,8 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		// where the new primary delivers before durachk sees it lead).
 		why = "failover"
 	case prev.ended == endAck && prev.ackLate:
-		// Acked after its lease had run out: the broker may have handed the
+		// Acked after its lease may have run out (the ack answered after
+		// the lease, counted from its ask): the broker may have handed the
 		// job out again meanwhile, or ignore the ack (seen on SQS FIFO, a
 		// loaded machine). The fence and the idempotency key must absorb it.
 		why = "lease_expiry"
@@ -1177,7 +1178,12 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 		}
 		c.terminal(j, r, invPos)
 		if d := j.open(p.name, c); d != nil {
-			d.ackLate = d.ackLate || d.ranOut(p.invT)
+			// Late when the broker may have taken it after the lease ran out:
+			// its answer came after the lease, counted from the lease's ask,
+			// may have run out (an ack sent in time but answered 1.8 s later,
+			// seen on the SQS emulator beside two busy loops: the delete of
+			// an expired receipt answered OK, the job handed out again).
+			d.ackLate = d.ackLate || d.mayHaveRunOut(op.T)
 			d.ackCut = d.ackCut || c.primaryCut
 			d.ackDown = d.ackDown || c.brokerDown
 		}

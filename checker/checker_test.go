@@ -602,6 +602,34 @@ func baseCases() []testCase {
 			opts:  relay,
 		},
 		{
+			// Sent in time, answered after the lease may have run out (10 s,
+			// counted from its ask): the broker may have taken it late (seen
+			// on the SQS emulator beside two busy loops).
+			name: "a duplicate after an ack answered past the lease",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(11e9).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1}).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
+				apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+		},
+		{
+			// Its negative control: as slow an answer, but within the lease
+			// counted from its ask, then a redelivery long after.
+			name: "a duplicate after a slow ack answered within the lease",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(9e9).
+				rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(20e9).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
+				apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  UnexplainedDuplicate,
+		},
+		{
 			name: "unexplained duplicate delivery",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				finish("w1", "a", keyA, 1).

@@ -48,7 +48,7 @@ var Properties = []Spec{
 		Sabotage:  "outbox.relay/consumer-no-dedupe"},
 	{Name: UnexplainedDuplicate,
 		Claim:     "a job is delivered again only for a reason: a fault, a lost reply, a nack, an expired lease, a broker restart or a second enqueue",
-		Detection: "a lease ok of a job whose previous delivery ended in an ack, dead-letter or cancellation, with none of those reasons (an ack answered between a broker crash and its restart, or its next answer to a lease or enqueue, is the crash's: no broker that lives on took it; one answered while the primary was partitioned, before a failover was recorded, is the partition's: the deposed primary may have taken it alone; a lease with an older token than the previous delivery's was granted before it and reached its holder late: no redelivery)",
+		Detection: "a lease ok of a job whose previous delivery ended in an ack, dead-letter or cancellation, with none of those reasons (an ack answered after its lease may have run out, counted from the lease's ask, may have reached the broker late: the broker may ignore it and deliver the job again; an ack answered between a broker crash and its restart, or its next answer to a lease or enqueue, is the crash's: no broker that lives on took it; one answered while the primary was partitioned, before a failover was recorded, is the partition's: the deposed primary may have taken it alone; a lease with an older token than the previous delivery's was granted before it and reached its holder late: no redelivery)",
 		Witness:   "the previous delivery's lease and end, the new lease",
 		Sabotage:  "lease.redelivery/ack-dropped"},
 	{Name: Preempted,

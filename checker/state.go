@@ -37,9 +37,9 @@ type delivery struct {
 	ended   endKind
 	info    bool // an ambiguous call happened in this delivery
 	faulted bool // a fault hit its process while it was open
-	// ackLate: the ack was sent after the lease had run out (by the holder's
-	// own lease answer); a broker may take it and deliver the job again (SQS
-	// with an expired receipt handle).
+	// ackLate: the ack was answered after the lease may have run out
+	// (mayHaveRunOut); a broker may have taken it late and deliver the job
+	// again (SQS with an expired receipt handle).
 	ackLate bool
 	// ackCut: the ack was answered while the primary was partitioned and
 	// no failover had been recorded since (Checker.primaryCut).
