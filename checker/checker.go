@@ -1180,9 +1180,9 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 		if d := j.open(p.name, c); d != nil {
 			// Late when the broker may have taken it after the lease ran out:
 			// its answer came after the lease, counted from the lease's ask,
-			// may have run out (an ack sent in time but answered 1.8 s later,
-			// seen on the SQS emulator beside two busy loops: the delete of
-			// an expired receipt answered OK, the job handed out again).
+			// may have run out (seen on the SQS emulator beside two busy
+			// loops: a delete asked within the lease, answered OK 1.6 s after
+			// it ran out, the job handed out again).
 			d.ackLate = d.ackLate || d.mayHaveRunOut(op.T)
 			d.ackCut = d.ackCut || c.primaryCut
 			d.ackDown = d.ackDown || c.brokerDown
