@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
+	"github.com/durachk/durachk/internal/loadavg"
 )
 
 // The administrative calls of a streaming-replication topology (a primary
@@ -34,7 +35,9 @@ func adminConn(ctx context.Context, url string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.ConnectTimeout = time.Second
+	// A second on an idle machine; a loaded one answers a connection's
+	// start-up later (a promote gave up on it beside two busy loops).
+	cfg.ConnectTimeout = loadavg.Patience(time.Second, 8)
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, (&pgdb.DB{}).Err("connect", err, false)

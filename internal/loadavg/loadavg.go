@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Env names the environment variable that fixes the factor (a number ≥ 1),
@@ -61,4 +62,17 @@ func Clamp(f, max float64) float64 {
 		return 1
 	}
 	return min(f, max)
+}
+
+// Patience is d, an idle machine's bound on a wait, stretched by the factor
+// $DURACHK_LOAD_FACTOR fixes, else by the load average per CPU, between 1
+// and max: on a busy machine a server's answer comes late without anything
+// being wrong with it (a Postgres connection's start-up answered 1 s late
+// beside two busy loops, and the failover it was for gave up).
+func Patience(d time.Duration, max float64) time.Duration {
+	f, ok := Fixed(max)
+	if !ok {
+		f = Clamp(PerCPU(), max)
+	}
+	return time.Duration(float64(d) * f)
 }

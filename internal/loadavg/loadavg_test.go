@@ -1,6 +1,9 @@
 package loadavg
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParse(t *testing.T) {
 	tests := []struct {
@@ -43,5 +46,21 @@ func TestClampAndFixed(t *testing.T) {
 	t.Setenv(Env, "fast")
 	if _, ok := Fixed(8); ok {
 		t.Error("unparsable: fixed")
+	}
+}
+
+func TestPatience(t *testing.T) {
+	t.Setenv(Env, "3")
+	if got := Patience(time.Second, 8); got != 3*time.Second {
+		t.Errorf("fixed 3: %v, want 3s", got)
+	}
+	t.Setenv(Env, "20")
+	if got := Patience(time.Second, 8); got != 8*time.Second {
+		t.Errorf("fixed 20, max 8: %v, want 8s", got)
+	}
+	t.Setenv(Env, "")
+	want := time.Duration(float64(time.Second) * Clamp(PerCPU(), 8))
+	if got := Patience(time.Second, 8); got < time.Second || got > 8*time.Second || got != want {
+		t.Errorf("from the load average: %v, want %v (between 1s and 8s)", got, want)
 	}
 }
