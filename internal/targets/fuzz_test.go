@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 			if strings.ContainsAny(msg, "\n\r") || len(msg) > 2*maxURL+500 {
 				t.Fatalf("Parse(%q): error is not one bounded line: %q", raw, msg)
 			}
-			if pw := password(raw); pw != "" && strings.Contains(msg, pw) {
+			if pw := password(raw); pw != "" && strings.Contains(msg, pw) && !fromElsewhere(raw, pw) {
 				t.Fatalf("Parse(%q): error %q repeats the password", raw, msg)
 			}
 			return
@@ -80,6 +80,23 @@ func FuzzParse(f *testing.F) {
 
 // password returns the URL's password when it is distinctive enough to look
 // for in a message (six bytes or more, appearing once in the URL).
+// fromElsewhere reports whether the text pw still shows in Parse's error
+// once the password pw is replaced by other characters: then the message got
+// it from the rest of the URL, not from the password (the fuzzer's
+// "//:00000000@\xb00000000": the host's byte 0xb0, escaped as %B0, and its
+// seven zeros make the password's eight).
+func fromElsewhere(raw, pw string) bool {
+	other := "q"
+	if strings.Contains(pw, "q") {
+		other = "z"
+		if strings.Contains(pw, "z") {
+			other = "k"
+		}
+	}
+	_, err := Parse(strings.Replace(raw, pw, strings.Repeat(other, len(pw)), 1))
+	return err != nil && strings.Contains(err.Error(), pw)
+}
+
 func password(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
