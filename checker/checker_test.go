@@ -608,8 +608,7 @@ func baseCases() []testCase {
 			name: "a duplicate after an ack answered past the lease",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
-				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(11e9).
-				rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1}).
+				ackLate("w1", "a", keyA, 1, 11e9).
 				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
 				apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),
@@ -621,8 +620,7 @@ func baseCases() []testCase {
 			name: "a duplicate after a slow ack answered within the lease",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).commit("w1", "a", keyA, 1, "new").
-				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(9e9).
-				rec(history.Op{Process: "w1", Type: history.OK, F: history.Ack, Job: "a", Key: keyA, Token: 1}).wait(20e9).
+				ackLate("w1", "a", keyA, 1, 9e9).wait(20e9).
 				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
 				apply("a", keyA, "applied"),
 			final: committed("a", keyA, "acme"),

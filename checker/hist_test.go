@@ -69,7 +69,13 @@ func (h *hist) commit(proc, job, key string, tok uint64, value string) *hist {
 }
 
 func (h *hist) ack(proc, job, key string, tok uint64) *hist {
-	return h.pair(proc, history.OK, history.Ack, job, key, tok, "", "")
+	return h.ackLate(proc, job, key, tok, 0)
+}
+
+// ackLate is ack with its answer late nanoseconds after its invoke.
+func (h *hist) ackLate(proc, job, key string, tok uint64, late int64) *hist {
+	h.rec(history.Op{Process: proc, Type: history.Invoke, F: history.Ack, Job: job, Key: key, Token: tok}).wait(late)
+	return h.rec(history.Op{Process: proc, Type: history.OK, F: history.Ack, Job: job, Key: key, Token: tok})
 }
 
 // finish is the whole happy path of one delivery.
