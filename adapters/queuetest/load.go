@@ -18,9 +18,4 @@ const MaxLoadFactor = 8
 // means to stay live does not run out because the machine was busy (a CPU hog
 // beside the tests, or go test running packages side by side); tests that wait
 // for brokers in other packages scale their bounds the same way.
-func LoadFactor() float64 {
-	if f, ok := loadavg.Fixed(MaxLoadFactor); ok {
-		return f
-	}
-	return loadavg.Clamp(loadavg.PerCPU(), MaxLoadFactor)
-}
+func LoadFactor() float64 { return loadavg.Factor(MaxLoadFactor) }

@@ -70,9 +70,14 @@ func Clamp(f, max float64) float64 {
 // being wrong with it (a Postgres connection's start-up answered 1 s late
 // beside two busy loops, and the failover it was for gave up).
 func Patience(d time.Duration, max float64) time.Duration {
-	f, ok := Fixed(max)
-	if !ok {
-		f = Clamp(PerCPU(), max)
+	return time.Duration(float64(d) * Factor(max))
+}
+
+// Factor is the factor $DURACHK_LOAD_FACTOR fixes, else the load average per
+// CPU, between 1 and max.
+func Factor(max float64) float64 {
+	if f, ok := Fixed(max); ok {
+		return f
 	}
-	return time.Duration(float64(d) * f)
+	return Clamp(PerCPU(), max)
 }
