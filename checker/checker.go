@@ -37,6 +37,9 @@ type Checker struct {
 	execInv  map[*rop]*rop // spending executions' invokes that are not derived from their outcome
 	finals   map[*job]finRef
 	crashPos int64 // position of the latest broker crash (or node fault); -1: none
+	// queuedAt: the jobs counted in Stats.QueuedAtBrokerFault, by the time of
+	// the fault they were counted at, until their next lease.
+	queuedAt map[uint32]int64
 	crash    *rop  // the latest broker crash or power loss, for witnesses
 	// degraded: a replicated target between a node fault and its rejoin, when
 	// writes may block (a synchronous standby gone) and a live holder's lease
@@ -475,6 +478,7 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 	}
 	if op.Value == "broker_crash" || op.Value == "power_loss" {
 		c.st.AtRisk += c.unfinished()
+		c.countQueued(op.T)
 		c.brokerDown = true
 	}
 	if op.Value == "broker_restart" {
@@ -564,6 +568,61 @@ func (c *Checker) unfinished() int {
 		}
 	}
 	return n
+}
+
+// waiting counts the jobs the broker acknowledged that have no outcome and no
+// holder a fault left alone: queued, or held by a worker a fault hit. A job a
+// live worker holds is finished by it whatever the broker forgets (its effect
+// commits, its ack is moot): a broker fault then put nothing at risk (a replay
+// of a shrunk power loss passed so, with its one job leased just before the
+// cut).
+func (c *Checker) waiting() int {
+	n := 0
+	for _, j := range c.jobList {
+		if !j.accepted || j.terminal != nil {
+			continue
+		}
+		held := false
+		for i := range j.dels {
+			if d := &j.dels[i]; d.ended == open && !d.faulted {
+				held = true
+				break
+			}
+		}
+		if !held {
+			n++
+		}
+	}
+	return n
+}
+
+// countQueued counts, at a broker fault at time t, the jobs the broker
+// acknowledged that have no outcome and no holder a fault left alone: queued,
+// or held by a worker a fault hit. Only the broker has them. A job a live
+// worker holds may yet be finished by it whatever the broker forgets (a
+// replay of a shrunk power loss passed so, its one job leased just before the
+// cut), or be given back when a renewal finds its lease forgotten: at risk
+// (AtRisk), not certainly lost.
+func (c *Checker) countQueued(t int64) {
+	for _, j := range c.jobList {
+		if !j.accepted || j.terminal != nil {
+			continue
+		}
+		held := false
+		for i := range j.dels {
+			if d := &j.dels[i]; d.ended == open && !d.faulted {
+				held = true
+				break
+			}
+		}
+		if !held {
+			c.st.QueuedAtBrokerFault++
+			if c.queuedAt == nil {
+				c.queuedAt = map[uint32]int64{}
+			}
+			c.queuedAt[j.idx] = t
+		}
+	}
 }
 
 // newestUnfinishedAck is the time of the newest acknowledgement of an
@@ -698,6 +757,14 @@ func (c *Checker) lease(op *history.Op, pos uint32, j *job, p *procState) {
 	if j.deadOK != nil && j.enqueues < 2 && c.want(Resurrected) {
 		c.report(Resurrected, j, "a dead-lettered job was delivered again", []*rop{j.deadOK, r}, nil,
 			fmt.Sprintf("%s dead-lettered %s; %s delivered it again; it was enqueued once: a dead job came back", c.desc(j.deadOK), j.id, c.desc(r)))
+	}
+	if t, ok := c.queuedAt[j.idx]; ok {
+		// Asked for before the fault and answered after it: the broker may
+		// have handed the job out before it went down, to a live worker.
+		if p.leaseInvT < t {
+			c.st.QueuedAtBrokerFault--
+		}
+		delete(c.queuedAt, j.idx)
 	}
 	if !j.leased {
 		j.leased = true

@@ -101,3 +101,36 @@ func TestStatsAtRiskOfABrokerKill(t *testing.T) {
 		}
 	}
 }
+
+// What only the broker had at a broker fault (QueuedAtBrokerFault): the
+// acknowledged jobs without an outcome that no live worker held, less a job
+// whose lease was asked for before the fault and answered after it.
+func TestStatsQueuedAtBrokerFault(t *testing.T) {
+	a := meta("acme", "doc-a", 3)
+	// leaseAcross: w1 asks for a lease, the power fails, the answer comes.
+	leaseAcross := func(h *hist) *hist {
+		h.rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Lease})
+		h.fault("power_loss", "redis")
+		return h.rec(history.Op{Process: "w1", Type: history.OK, F: history.Lease, Job: "a", Key: keyA, Token: 1, Attempt: 1, Value: "10000"})
+	}
+	for _, tt := range []struct {
+		name         string
+		h            *hist
+		risk, queued int
+	}{
+		{"a queued job", newHist().enqueue("a", keyA, a).fault("power_loss", "redis"), 1, 1},
+		{"a job a live worker holds", newHist().enqueue("a", keyA, a).deliver("w1", "a", keyA, 1).fault("power_loss", "redis"), 1, 0},
+		{"a job a killed worker holds", newHist().enqueue("a", keyA, a).deliver("w1", "a", keyA, 1).fault("kill", "w1").fault("broker_crash", "redis"), 1, 1},
+		{"one held, one queued", newHist().enqueue("a", keyA, a).enqueue("b", keyB, meta("acme", "doc-b", 3)).deliver("w1", "a", keyA, 1).
+			fault("broker_crash", "redis"), 2, 1},
+		{"a lease asked for before the cut and answered after it", leaseAcross(newHist().enqueue("a", keyA, a)), 1, 0},
+		{"a lease asked for after the cut", newHist().enqueue("a", keyA, a).fault("power_loss", "redis").fault("broker_restart", "redis").
+			deliver("w1", "a", keyA, 1), 1, 1},
+		{"every job finished", newHist().enqueue("a", keyA, a).finish("w1", "a", keyA, 1).fault("power_loss", "redis"), 0, 0},
+	} {
+		st := Check(tt.h.ops, Final{}, Options{}).Stats
+		if st.AtRisk != tt.risk || st.QueuedAtBrokerFault != tt.queued {
+			t.Errorf("%s: at risk %d, queued %d; want %d, %d", tt.name, st.AtRisk, st.QueuedAtBrokerFault, tt.risk, tt.queued)
+		}
+	}
+}

@@ -146,6 +146,11 @@ type Stats struct {
 	// AtRisk counts the jobs the broker had acknowledged and that were not
 	// finished when it was killed or lost power, summed over those faults.
 	AtRisk int `json:"at_risk_at_broker_fault,omitempty"`
+	// QueuedAtBrokerFault counts those of AtRisk that only the broker had:
+	// no live worker held them (queued, or held by a worker a fault hit),
+	// less the ones a lease asked for before the fault and answered after it
+	// took (the broker may have handed them out before it went down).
+	QueuedAtBrokerFault int `json:"queued_at_broker_fault,omitempty"`
 	// What a replicated target's node faults put at risk, each counted when
 	// the fault happens (a run that counts none of its contract's did not
 	// exercise the claim: see each contract's Exercised).

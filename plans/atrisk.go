@@ -39,6 +39,13 @@ var Measures = []Measure{
 		Text:  "jobs the broker had acknowledged and that were unfinished when it was killed or lost power",
 		Count: func(s contracts.Stats) int { return s.AtRisk },
 		For:   []contracts.Property{contracts.PropLost}},
+	// Of those, the ones a live worker could not finish by itself: a replay of
+	// a shrunk power loss whose one job was leased just before the cut passed
+	// with the measure above met.
+	{Name: "acked_queued_at_broker_fault",
+		Text:  "jobs the broker had acknowledged, unfinished and held by no live worker (only the broker had them), when it was killed or lost power",
+		Count: func(s contracts.Stats) int { return s.QueuedAtBrokerFault },
+		For:   []contracts.Property{contracts.PropLost}},
 	{Name: "lease_renewals_tried",
 		Text:  "lease renewals a live holder asked for (a job held long enough that the broker could hand it to another worker)",
 		Count: func(s contracts.Stats) int { return s.RenewalsTried },

@@ -28,6 +28,8 @@ jobs:
 
 const needsAcked = "at_risk:\n  - what: acked_unfinished_at_broker_fault\n    min: 1\n"
 
+const needsQueued = "at_risk:\n  - what: acked_queued_at_broker_fault\n    min: 1\n"
+
 // A run of a plan that put nothing at risk is unknown with the reason, never
 // a pass: the power cut comes after the only job finished. The same plan
 // without at_risk reads pass; with the job still running at the cut it
@@ -49,6 +51,13 @@ func TestAtRiskUnmetIsUnknown(t *testing.T) {
 		{"at risk and lost", powerCut(slow, "500ms", needsAcked), "fsync-ignored", contracts.Violated, "lost"},
 		{"more at risk than the run had", powerCut(slow, "500ms", strings.Replace(needsAcked, "min: 1", "min: 2", 1)), "",
 			contracts.Unknown, "lost power 1, need 2"},
+		// The job is at risk but its live worker holds it: the broker was not
+		// the only one to have it.
+		{"held by a live worker at the cut", powerCut(slow, "500ms", needsQueued), "", contracts.Unknown,
+			plans.NotAtRisk + "jobs the broker had acknowledged, unfinished and held by no live worker (only the broker had them), when it was killed or lost power 0, need 1 (at_risk acked_queued_at_broker_fault)"},
+		// The one worker holds a, b waits in the broker.
+		{"queued at the cut", powerCut(slow+"  - id: b\n    at: 100ms\n", "500ms", needsQueued), "", contracts.Pass, ""},
+		{"queued at the cut and lost", powerCut(slow+"  - id: b\n    at: 100ms\n", "500ms", needsQueued), "fsync-ignored", contracts.Violated, "lost"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,6 +148,11 @@ func TestRisksFor(t *testing.T) {
 	st := contracts.Stats{AtRisk: 3, RenewalsTried: 0, Redeliveries: map[string]int{"fault": 2}}
 	if got := plans.RisksFor(contracts.PropLost, st); !slices.Equal(got, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}}) {
 		t.Errorf("lost: %v", got)
+	}
+	st.QueuedAtBrokerFault = 1
+	if got := plans.RisksFor(contracts.PropLost, st); !slices.Equal(got, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1},
+		{What: "acked_queued_at_broker_fault", Min: 1}}) {
+		t.Errorf("lost, a job queued at the fault: %v", got)
 	}
 	if got := plans.RisksFor(contracts.PropPreempted, st); len(got) != 0 {
 		t.Errorf("preempted without renewals: %v, want none", got)
