@@ -40,7 +40,7 @@ type Checker struct {
 	// queuedAt: the jobs counted in Stats.QueuedAtBrokerFault, by the time of
 	// the fault they were counted at, until their next lease.
 	queuedAt map[uint32]int64
-	crash    *rop  // the latest broker crash or power loss, for witnesses
+	crash    *rop // the latest broker crash or power loss, for witnesses
 	// degraded: a replicated target between a node fault and its rejoin, when
 	// writes may block (a synchronous standby gone) and a live holder's lease
 	// may run out on it.
