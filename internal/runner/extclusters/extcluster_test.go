@@ -228,7 +228,8 @@ func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 // watchdog (standing in for Patroni: it promotes the standby that lost its
 // primary and rebuilds a deposed primary from a base backup): an
 // asynchronous standby promoted while streaming lags has not got the last
-// commits the primary acknowledged; a synchronous one has every one.
+// commits the primary acknowledged (enqueues or acks); a synchronous one has
+// every one.
 //
 // The workers reach the pair through durachk's own proxies, which a partition
 // cuts (the script's nft rules cannot tell them from the pinned producer: all
@@ -245,9 +246,15 @@ func TestExistingPostgresThroughNFT(t *testing.T) {
 	runnertest.SeekPasses(t, "durability.failover on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, sync, "durability.failover", seed)
 	})
-	runnertest.SeekViolation(t, "partition.minority on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
-		return evaluateExisting(t, async, "partition.minority", seed)
-	})
+	// What the promoted standby had not got may be enqueues (lost) or acks
+	// (the job delivered again after its ack: unexplained_duplicate, as the
+	// ack was answered before the cut): which, depends on timing. A CI run
+	// on a cold build cache (load average 17) gave the second on 4 seeds of
+	// 5 and the first on none; the synchronous pair below must pass both.
+	runnertest.SeekViolationOf(t, "partition.minority on an existing async standby",
+		[]contracts.Property{contracts.PropLost, contracts.PropUnexplainedDup}, func(seed uint64) contracts.Result {
+			return evaluateExisting(t, async, "partition.minority", seed)
+		})
 	runnertest.SeekPasses(t, "partition.minority on an existing synchronous standby", 1, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, sync, "partition.minority", seed)
 	})

@@ -10,6 +10,7 @@
 package runnertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -45,10 +46,28 @@ func Seek(t testing.TB, first uint64, run func(seed uint64) contracts.Result, do
 // returns it; it fails the test when MaxSeeds runs raised none.
 func SeekViolation(t testing.TB, what string, p contracts.Property, run func(seed uint64) contracts.Result) contracts.Result {
 	t.Helper()
-	rs, ok := Seek(t, 1, run, func(r contracts.Result) bool { return r.Verdict == contracts.Violated && Witnessed(r, p) })
+	return SeekViolationOf(t, what, []contracts.Property{p}, run)
+}
+
+// SeekViolationOf is SeekViolation for a class of several properties: one
+// fault whose symptom depends on timing (an asynchronous failover rolls back
+// acknowledged enqueues, lost, or acknowledged acks, delivered again). It
+// logs the first three witnessed violations of the run it returns.
+func SeekViolationOf(t testing.TB, what string, ps []contracts.Property, run func(seed uint64) contracts.Result) contracts.Result {
+	t.Helper()
+	rs, ok := Seek(t, 1, run, func(r contracts.Result) bool {
+		return r.Verdict == contracts.Violated && slices.ContainsFunc(ps, func(p contracts.Property) bool { return Witnessed(r, p) })
+	})
 	last := rs[len(rs)-1]
 	if !ok {
-		t.Fatalf("%s: no witnessed violation %s in %d seeds; the last: %s (%s)", what, p, len(rs), last.Verdict, last.Reason)
+		t.Fatalf("%s: no witnessed violation %v in %d seeds; the last: %s (%s)", what, ps, len(rs), last.Verdict, last.Reason)
+	}
+	logged := 0
+	for _, v := range last.Violations {
+		if slices.Contains(ps, v.Property) && len(v.Witness) > 0 && logged < 3 {
+			t.Logf("%s, seed %d: %s %s: %s", what, last.Seed, v.Property, v.Job, v.Message)
+			logged++
+		}
 	}
 	return last
 }
