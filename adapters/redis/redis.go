@@ -42,6 +42,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -101,6 +102,9 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT; 0 means one second.
 	WaitTimeout time.Duration
+	// DialThrough maps a server's address (as the URL or the Sentinels name
+	// it) to the address to dial instead: a proxy in front of it.
+	DialThrough map[string]string
 }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9]{1,40}$`)
@@ -199,6 +203,7 @@ func newClient(url string, opts Options) (*goredis.Client, error) {
 		o.PoolTimeout = 2 * time.Second
 		o.DisableIdentity = true
 		o.Protocol = 2
+		o.Dialer = dialThrough(opts.DialThrough, o.DialTimeout, o.TLSConfig)
 		return goredis.NewFailoverClient(o), nil
 	}
 	o, err := goredis.ParseURL(url)
@@ -216,7 +221,27 @@ func newClient(url string, opts Options) (*goredis.Client, error) {
 	o.PoolTimeout = 2 * time.Second
 	o.DisableIdentity = true
 	o.Protocol = 2
+	o.Dialer = dialThrough(opts.DialThrough, o.DialTimeout, o.TLSConfig)
 	return goredis.NewClient(o), nil
+}
+
+// dialThrough is a dialer that dials the address through names for an
+// address instead, with TLS when tc is set, as go-redis's own dialer does
+// (nil, that dialer, when through is empty).
+func dialThrough(through map[string]string, timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if len(through) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if a, ok := through[addr]; ok {
+			addr = a
+		}
+		d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
+		if tc != nil {
+			return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, network, addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // IsSentinelURL reports whether url names Sentinels (a master_name parameter)

@@ -551,3 +551,34 @@ func TestTrimmedJobsAreTheServersOwnAction(t *testing.T) {
 		t.Errorf("inspect after an XTRIM by someone else:\n got %s\nwant %s", got, want)
 	}
 }
+
+// DialThrough dials a server's address through another: a URL naming an
+// address nothing listens on reaches the server it is mapped to, and without
+// the map it does not.
+func TestDialThrough(t *testing.T) {
+	o, err := goredis.ParseURL(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := l.Addr().String() // closed at once: nothing listens there
+	l.Close()
+	url := strings.Replace(testURL(t), o.Addr, nowhere, 1)
+	ctx := context.Background()
+	if q, err := Open(ctx, url, randomRunID(), Options{}); err == nil {
+		q.Close()
+		t.Fatalf("open %s without a map: no error", nowhere)
+	}
+	q, err := Open(ctx, url, randomRunID(), Options{DialThrough: map[string]string{nowhere: o.Addr}})
+	if err != nil {
+		t.Fatalf("open %s through %s: %v", nowhere, o.Addr, err)
+	}
+	defer q.Close()
+	defer func() { _ = q.Drop(ctx) }()
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatalf("enqueue through the map: %v", err)
+	}
+}

@@ -148,6 +148,14 @@ func attachExternalCluster(_ context.Context, s Spec, env ClusterEnv) (Cluster, 
 		}
 		c.url, s.URL = url, url
 	}
+	if s.Kind == "redis" && CanPartitionNodes(s) {
+		through, err := c.frontDial()
+		if err != nil {
+			c.proxies.closeAll()
+			return nil, s, err
+		}
+		s.DialThrough = through
+	}
 	if CanLagNodes(s) {
 		return laggingExternal{c}, s, nil
 	}
@@ -198,22 +206,53 @@ func (c *externalCluster) frontURL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.front = map[string]*faults.Link{}
 	hosts := strings.Split(u.Host, ",")
 	for i, h := range hosts {
 		n := c.byAddr(h)
 		if n == "" {
 			continue
 		}
-		l := faults.NodeLink(n)
-		p, err := c.proxies.start(&faults.Proxy{Upstream: h, Also: []*faults.Link{l}})
-		if err != nil {
+		if hosts[i], err = c.frontOf(n); err != nil {
 			return "", err
 		}
-		c.front[n], hosts[i] = l, p.Addr()
 	}
 	u.Host = strings.Join(hosts, ",")
 	return u.String(), nil
+}
+
+// frontDial puts a client proxy of durachk's in front of every node and
+// returns the node addresses mapped to them (Spec.DialThrough): the clients
+// of an existing Redis cluster reach its nodes at the addresses the
+// Sentinels give, all from where durachk runs, so (as for Postgres) a
+// command cannot cut the workers off a partitioned primary and leave the
+// pinned producer on it. They stayed with the deposed primary and finished
+// what the producer wrote there: partition.minority passed on 3 seeds of 4
+// (2026-12-06).
+func (c *externalCluster) frontDial() (map[string]string, error) {
+	through := map[string]string{}
+	for _, n := range c.nodes {
+		a, err := c.frontOf(n)
+		if err != nil {
+			return nil, err
+		}
+		through[c.addr(n)] = a
+	}
+	return through, nil
+}
+
+// frontOf starts the client proxy of node n, which Partition cuts, and
+// returns its address.
+func (c *externalCluster) frontOf(n string) (string, error) {
+	if c.front == nil {
+		c.front = map[string]*faults.Link{}
+	}
+	l := faults.NodeLink(n)
+	p, err := c.proxies.start(&faults.Proxy{Upstream: c.addr(n), Also: []*faults.Link{l}})
+	if err != nil {
+		return "", err
+	}
+	c.front[n] = l
+	return p.Addr(), nil
 }
 
 func (c *externalCluster) NodeURL(n string) (string, error) {

@@ -127,7 +127,7 @@ func knobDuration(v string) (time.Duration, error) {
 }
 
 func redisOptions(s Spec) (rq.Options, error) {
-	var o rq.Options
+	o := rq.Options{DialThrough: s.DialThrough}
 	var err error
 	if v := s.Options["stream.maxlen"]; v != "" {
 		if o.MaxLen, err = strconv.ParseInt(v, 10, 64); err != nil {

@@ -49,6 +49,11 @@ type Spec struct {
 	// WritableReplicas: a replicated broker's replicas take writes of their
 	// own (Redis replica-read-only no).
 	WritableReplicas bool `json:"writable_replicas,omitempty"`
+	// DialThrough maps a node's address to the address clients dial for it
+	// instead (durachk's proxy in front of a node of an existing Redis
+	// cluster, which a partition cuts: the Sentinels name the nodes by
+	// their own addresses). Set by the run, never parsed from a target.
+	DialThrough map[string]string `json:"dial_through,omitempty"`
 	// Control holds the control.* commands (control.go), keyed "kill",
 	// "<node>.kill", ..., "timeout". Never sent to worker processes.
 	Control map[string]string `json:"-"`
