@@ -53,10 +53,13 @@ set -euo pipefail
 die() { echo "extcluster: $*" >&2; exit 1; }
 
 # free_port IP: a port nothing listens on at IP or at the wildcard address.
+# Below the kernel's ephemeral range (32768 up): a port there that nothing
+# listens on may still be the local port of some connection, and a bind to
+# it fails (epmd did not start once in CI, 2026-12-06).
 free_port() {
   local ip=$1 p
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % 12000))
     if [ -z "$(ss -Hltn "( sport = :$p )" 2>/dev/null)" ]; then
       echo "$p"
       return
@@ -596,9 +599,9 @@ up_rabbitmq() {
     cd "$D/home"
     export HOME=$D/home
     as_user rabbitmq "$epmd" -port "$EPMD_PORT" -address "$ips"
-  ) >/dev/null 2>&1 &
+  ) >>"$D/epmd.log" 2>&1 &
   EPMD_PID=$!
-  wait_tcp 127.0.0.1 "$EPMD_PORT" || die "epmd did not start"
+  wait_tcp 127.0.0.1 "$EPMD_PORT" || die "epmd did not start on port $EPMD_PORT: $(tail -3 "$D/epmd.log" 2>&1)"
   write_env
   start_node n1
   wait_tcp "$IP_n1" "$PORT_n1" 120 || die "rabbitmq n1 did not start: $(tail -5 "$D/n1.startup.log" "$D"/n1/log/*.log 2>&1)"

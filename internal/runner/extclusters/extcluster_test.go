@@ -27,8 +27,19 @@ import (
 // verdicts must be those of the private clusters (cluster_test.go).
 //
 // Each seeks across seeds: what a real cluster exposes depends on timing.
-// They run in make test (and so in .ci/run), where nft, setpriv and the
-// servers are installed; each skips with the reason where one is missing.
+//
+// DURACHK_EXTCLUSTER_ALL=1 runs them; make test does not yet: beside the
+// rest of make test at -p 4 (idle, 2026-12-06) this package took 410 s and
+// slowed the others by half (the clusters package 151 → 258 s, internal/cli
+// 127 → 301 s): .ci/run past its 8 minutes.
+
+// extAll says whether the existing-cluster tests run.
+func extAll(t *testing.T) {
+	t.Helper()
+	if os.Getenv("DURACHK_EXTCLUSTER_ALL") != "1" {
+		t.Skip("DURACHK_EXTCLUSTER_ALL is not 1: three more clusters take .ci/run past its 8 minutes (see the comment above existingCluster)")
+	}
+}
 
 // existingCluster starts tools/extcluster/cluster.sh up kind and returns the
 // target URL it prints (for existingTarget). The script is stopped (SIGTERM: it
@@ -73,8 +84,11 @@ func existingCluster(t *testing.T, kind string, tools ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once the script has ended, waitErr then its status:
+	// both the cleanup and a script that printed no target wait for it.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -106,7 +120,8 @@ func existingCluster(t *testing.T, kind string, tools ...string) string {
 	select {
 	case l, ok := <-lines:
 		if !ok {
-			t.Fatalf("cluster.sh up %s printed no target: %v", kind, <-exited)
+			<-exited
+			t.Fatalf("cluster.sh up %s printed no target: %v", kind, waitErr)
 		}
 		return l
 	case <-time.After(runnertest.Loaded(3 * time.Minute)):
@@ -177,6 +192,7 @@ func evaluateExisting(t *testing.T, tg *runner.Target, id string, seed uint64) c
 // 5 of 5; the cause of the loaded CI runs this test failed before).
 func TestExistingRedisThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
+	extAll(t)
 	raw := existingCluster(t, "redis", "redis-server", "redis-cli")
 	async := existingTarget(t, raw, "existing-redis-async", "")
 	runnertest.SeekViolation(t, "durability.failover on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
@@ -202,6 +218,7 @@ func TestExistingRedisThroughNFT(t *testing.T) {
 // refused as duplicate_node_name).
 func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
+	extAll(t)
 	raw := existingCluster(t, "rabbitmq", "rabbitmq-server", "curl")
 	quorum := existingTarget(t, raw, "existing-rabbitmq-quorum", "&queue-arguments.x-queue-type=quorum")
 	runnertest.SeekPasses(t, "durability.failover on an existing quorum queue", 1, func(seed uint64) contracts.Result {
@@ -225,6 +242,7 @@ func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 // passed 5 of 5 seeds where the private cluster loses.
 func TestExistingPostgresThroughNFT(t *testing.T) {
 	t.Parallel() // its own clusters, on their own loopback blocks and ports
+	extAll(t)
 	async := existingTarget(t, existingCluster(t, "postgres", "psql"), "existing-pg-async", "")
 	runnertest.SeekViolation(t, "durability.failover on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, async, "durability.failover", seed)
