@@ -570,32 +570,6 @@ func (c *Checker) unfinished() int {
 	return n
 }
 
-// waiting counts the jobs the broker acknowledged that have no outcome and no
-// holder a fault left alone: queued, or held by a worker a fault hit. A job a
-// live worker holds is finished by it whatever the broker forgets (its effect
-// commits, its ack is moot): a broker fault then put nothing at risk (a replay
-// of a shrunk power loss passed so, with its one job leased just before the
-// cut).
-func (c *Checker) waiting() int {
-	n := 0
-	for _, j := range c.jobList {
-		if !j.accepted || j.terminal != nil {
-			continue
-		}
-		held := false
-		for i := range j.dels {
-			if d := &j.dels[i]; d.ended == open && !d.faulted {
-				held = true
-				break
-			}
-		}
-		if !held {
-			n++
-		}
-	}
-	return n
-}
-
 // countQueued counts, at a broker fault at time t, the jobs the broker
 // acknowledged that have no outcome and no holder a fault left alone: queued,
 // or held by a worker a fault hit. Only the broker has them. A job a live
