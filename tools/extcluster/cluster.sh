@@ -125,7 +125,7 @@ ctl() {
       others=$(others_of "$me" "$NODE_IPS")
       # 30% lost on 1 seed of 8 once every run began with the replica in sync
       # (2026-12-04); 60% on 1 of 2, then 1 of 4 (2026-12-06); 75% on 5 of 6.
-      # At 85% (6 of 6) WAIT 1 with its 1 s timeout refused every enqueue near
+      # At 85% (5 of 6) WAIT 1 with its 1 s timeout refused every enqueue near
       # the kill: not exercised on 3 seeds of 3. RabbitMQ keeps 60%: at 75% its
       # nodes took 50 s to elect a new leader and the run ran out of time.
       local rate=60
