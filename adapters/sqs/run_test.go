@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,27 @@ func targetURL(t *testing.T, knobs string) string {
 }
 
 // runQueues lists every durachk- queue at the endpoint of raw.
+// trackRuns records the id of every run of target; left lists the queues of
+// those runs still on the endpoint. The emulator is shared with the other
+// packages' tests, whose live runs' queues a listing shows too (one did, at
+// the end of an idle .ci/run, 2026-12-06): only the test's own runs count.
+func trackRuns(t *testing.T, target *runner.Target, raw string) (left func() []string) {
+	var mu sync.Mutex
+	var ids []string
+	target.OnRun = func(id, _ string) { mu.Lock(); ids = append(ids, id); mu.Unlock() }
+	return func() []string {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ids) == 0 {
+			t.Fatal("no run reported its id")
+		}
+		return slices.DeleteFunc(runQueues(t, raw), func(u string) bool {
+			return !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(u, sqs.Prefix+id) })
+		})
+	}
+}
+
 func runQueues(t *testing.T, raw string) []string {
 	t.Helper()
 	spec, err := targets.Parse(raw)
@@ -96,7 +118,6 @@ func TestRedriveProfiles(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := targetURL(t, tc.knobs)
-			before := runQueues(t, raw)
 			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
 			defer cancel()
 			spec, err := targets.Parse(raw)
@@ -107,6 +128,7 @@ func TestRedriveProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			left := trackRuns(t, target, raw)
 			if !strings.Contains(target.MeasuredOn(), "(") {
 				t.Errorf("measured on %q names no endpoint kind", target.MeasuredOn())
 			}
@@ -139,8 +161,8 @@ func TestRedriveProfiles(t *testing.T) {
 					t.Errorf("the witness does not show a receive count above maxAttempts: %+v", r.Violations)
 				}
 			}
-			if left := slices.DeleteFunc(runQueues(t, raw), func(u string) bool { return slices.Contains(before, u) }); len(left) > 0 {
-				t.Errorf("queues left after the run: %v", left)
+			if l := left(); len(l) > 0 {
+				t.Errorf("queues left after the run: %v", l)
 			}
 		})
 	}
@@ -165,7 +187,6 @@ func hasReceiveCount(w []history.Op, atLeast int) bool {
 // of any run is left. durability.ack is skipped: SQS has no private instance.
 func TestCatalogueOnEmulator(t *testing.T) {
 	raw := targetURL(t, "fifo=true&name=sqs-fifo")
-	before := runQueues(t, raw)
 	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(5*time.Minute))
 	defer cancel()
 	spec, err := targets.Parse(raw)
@@ -176,6 +197,7 @@ func TestCatalogueOnEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	left := trackRuns(t, target, raw)
 	start := time.Now()
 	// One contract at a time: the emulator is one Node process, and SQS's
 	// visibility timeouts are whole seconds (a 1 s lease): two runs at once
@@ -198,8 +220,8 @@ func TestCatalogueOnEmulator(t *testing.T) {
 		}
 	}
 	t.Logf("catalogue on %s: %s", target.MeasuredOn(), time.Since(start).Round(time.Second))
-	if left := slices.DeleteFunc(runQueues(t, raw), func(u string) bool { return slices.Contains(before, u) }); len(left) > 0 {
-		t.Errorf("queues left after the runs: %v", left)
+	if l := left(); len(l) > 0 {
+		t.Errorf("queues left after the runs: %v", l)
 	}
 }
 
