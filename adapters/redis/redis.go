@@ -225,22 +225,19 @@ func newClient(url string, opts Options) (*goredis.Client, error) {
 	return goredis.NewClient(o), nil
 }
 
-// dialThrough is a dialer that dials the address through names for an
-// address instead, with TLS when tc is set, as go-redis's own dialer does
-// (nil, that dialer, when through is empty).
+// dialThrough is go-redis's own dialer (timeout, TLS when tc is set) dialing
+// the address through names for an address instead; nil, that dialer
+// unchanged, when through is empty.
 func dialThrough(through map[string]string, timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if len(through) == 0 {
 		return nil
 	}
+	dial := goredis.NewDialer(&goredis.Options{DialTimeout: timeout, TLSConfig: tc})
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if a, ok := through[addr]; ok {
 			addr = a
 		}
-		d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
-		if tc != nil {
-			return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, network, addr)
-		}
-		return d.DialContext(ctx, network, addr)
+		return dial(ctx, network, addr)
 	}
 }
 

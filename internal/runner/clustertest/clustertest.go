@@ -109,15 +109,15 @@ func Evaluate(t *testing.T, tg *runner.Target, id string, seed uint64, sab strin
 	if r.Wall > runnertest.Loaded(90*time.Second) {
 		t.Errorf("%s took %v", id, r.Wall)
 	}
-	left := Leftovers(t, runID, dir)
+	leftovers := Leftovers
 	if targets.HasExternalCluster(tg.Spec) {
 		// durachk starts no process on a loopback block for an existing
 		// cluster (it claims none): what runs on the run's preferred block is
 		// another's, such as the cluster's own nodes when its script claimed
 		// that block (a false "left behind" once, 2026-12-06).
-		left = runLeftovers(t, runID, dir)
+		leftovers = runLeftovers
 	}
-	if len(left) > 0 {
+	if left := leftovers(t, runID, dir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
 	return r
