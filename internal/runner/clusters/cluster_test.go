@@ -64,27 +64,14 @@ func TestCancelledClusterRunLeavesNothing(t *testing.T) {
 	}
 }
 
-// Redis with asynchronous replication loses acknowledged enqueues when its
-// primary dies while replication lags and Sentinel promotes a replica.
-func TestRedisFailoverLosesAcknowledgedEnqueues(t *testing.T) {
-	t.Parallel() // its own private cluster, on its own loopback block and ports
-	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&name=redis-async")
-	runnertest.SeekViolation(t, "durability.failover on async redis", contracts.PropLost, func(seed uint64) contracts.Result {
-		return evaluateCluster(t, tg, "durability.failover", seed, "")
-	})
-}
+// The verdicts the CI cluster gate gives on seed 1 (.ci/clusters.yaml, baseline
+// .ci/clusters-baseline.json) are not sought again here: Redis async
+// durability.failover a violation, with WAIT 1 a pass, Postgres synchronous
+// standby a pass, RabbitMQ quorum leader kill a pass (and the existing-cluster
+// tests, internal/runner/extclusters, seek the same verdicts across seeds on
+// clusters durachk did not start). What the gate does not run is here.
 
-// With every enqueue waiting for one replica (WAIT 1), no acknowledged
-// enqueue is lost.
-func TestRedisFailoverWithWaitPasses(t *testing.T) {
-	t.Parallel() // its own private cluster, on its own loopback block and ports
-	tg := clusterTarget(t, "DURACHK_REDIS_URL", "private-cluster.replicas=2&private-cluster.sentinels=3&wait.replicas=1&wait.timeout=1s&name=redis-wait1")
-	runnertest.SeekPasses(t, "durability.failover with WAIT 1", 3, func(seed uint64) contracts.Result {
-		return evaluateCluster(t, tg, "durability.failover", seed, "")
-	})
-}
-
-// The negative control on the same target: without the WAIT the failover
+// The negative control on the WAIT 1 target: without the WAIT the failover
 // loses what the primary acknowledged.
 func TestRedisFailoverUnreplicatedIsCaught(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
@@ -130,27 +117,12 @@ func TestPostgresAsyncFailoverLosesCommits(t *testing.T) {
 	})
 }
 
-// With a synchronous standby every acknowledged commit is on the standby: the
-// failover loses nothing, and a deposed primary acknowledges nothing.
-func TestPostgresSyncStandbyPasses(t *testing.T) {
+// With a synchronous standby a deposed primary acknowledges nothing: the
+// partition loses nothing (the failover's pass is the cluster gate's).
+func TestPostgresSyncStandbyPartitionPasses(t *testing.T) {
 	t.Parallel() // its own private cluster, on its own loopback block and ports
 	tg := clusterTarget(t, "DURACHK_PG_URL", "private-cluster.standbys=1&private-cluster.synchronous_standby_names=*&name=pg-sync")
-	for _, id := range []string{"durability.failover", "partition.minority"} {
-		runnertest.SeekPasses(t, id+" on a synchronous standby", 1, func(seed uint64) contracts.Result {
-			return evaluateCluster(t, tg, id, seed, "")
-		})
-	}
-}
-
-// A quorum queue survives the kill of its leader's node: Raft elects another
-// and no confirmed message is lost.
-func TestRabbitQuorumLeaderKillPasses(t *testing.T) {
-	t.Parallel() // its own private cluster, on its own loopback block and ports
-	if testing.Short() {
-		t.Skip("a RabbitMQ cluster takes tens of seconds")
-	}
-	tg := clusterTarget(t, "DURACHK_AMQP_URL", "queue-arguments.x-queue-type=quorum&private-cluster.nodes=3&name=rabbitmq-quorum")
-	runnertest.SeekPasses(t, "durability.failover on a quorum queue", 1, func(seed uint64) contracts.Result {
-		return evaluateCluster(t, tg, "durability.failover", seed, "")
+	runnertest.SeekPasses(t, "partition.minority on a synchronous standby", 1, func(seed uint64) contracts.Result {
+		return evaluateCluster(t, tg, "partition.minority", seed, "")
 	})
 }

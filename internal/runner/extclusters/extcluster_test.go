@@ -5,7 +5,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,18 +30,10 @@ import (
 //
 // Each seeks across seeds: what a real cluster exposes depends on timing.
 //
-// DURACHK_EXTCLUSTER_ALL=1 runs them; make test does not yet: beside the
-// rest of make test at -p 4 (idle, 2026-12-06) this package took 410 s and
-// slowed the others by half (the clusters package 151 → 258 s, internal/cli
-// 127 → 301 s): .ci/run past its 8 minutes.
-
-// extAll says whether the existing-cluster tests run.
-func extAll(t *testing.T) {
-	t.Helper()
-	if os.Getenv("DURACHK_EXTCLUSTER_ALL") != "1" {
-		t.Skip("DURACHK_EXTCLUSTER_ALL is not 1: three more clusters take .ci/run past its 8 minutes (see the comment above existingCluster)")
-	}
-}
+// make test runs them beside the rest; the private clusters' tests whose
+// verdicts the CI cluster gate gives were dropped to make room (beside the
+// whole of make test at -p 4 this package took 410 s on 2026-12-06 and
+// slowed the others by half).
 
 // existingCluster starts tools/extcluster/cluster.sh up kind and returns the
 // target URL it prints (for existingTarget). The script is stopped (SIGTERM: it
@@ -155,6 +149,30 @@ func existingTarget(t *testing.T, raw, name, knobs string) *runner.Target {
 	return tg
 }
 
+// withLag is the cluster at raw (existingCluster) with its lag commands
+// dropping percent of the lagged node's replication packets instead of the
+// script's rate for the kind (cluster.sh ctl DIR lag NODE PERCENT).
+func withLag(t *testing.T, raw string, percent int) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	n := 0
+	for k, v := range q {
+		if strings.HasPrefix(k, "control.") && strings.HasSuffix(k, ".lag") && len(v) == 1 {
+			q.Set(k, v[0]+" "+strconv.Itoa(percent))
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no lag command in the target cluster.sh printed")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // evaluateExisting is evaluateCluster with the checks of an existing
 // cluster's run: its node faults went through the control commands.
 func evaluateExisting(t *testing.T, tg *runner.Target, id string, seed uint64) contracts.Result {
@@ -192,13 +210,16 @@ func evaluateExisting(t *testing.T, tg *runner.Target, id string, seed uint64) c
 // 5 of 5; the cause of the loaded CI runs this test failed before).
 func TestExistingRedisThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
-	extAll(t)
 	raw := existingCluster(t, "redis", "redis-server", "redis-cli")
 	async := existingTarget(t, raw, "existing-redis-async", "")
 	runnertest.SeekViolation(t, "durability.failover on an existing async redis", contracts.PropLost, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, async, "durability.failover", seed)
 	})
-	wait1 := existingTarget(t, raw, "existing-redis-wait1", "&wait.replicas=1&wait.timeout=1s")
+	// Its lag drops 40% of the packets, not the script's 75%: at 75% the 1 s
+	// WAIT timed out near the kill and 5 runs of 9 had no enqueue
+	// acknowledged and unfinished there (not exercised); at 40% it was
+	// exercised and passed on 6 seeds of 6 (2026-12-06).
+	wait1 := existingTarget(t, withLag(t, raw, 40), "existing-redis-wait1", "&wait.replicas=1&wait.timeout=1s")
 	runnertest.SeekPasses(t, "durability.failover on an existing redis with WAIT 1", 1, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, wait1, "durability.failover", seed)
 	})
@@ -218,7 +239,6 @@ func TestExistingRedisThroughNFT(t *testing.T) {
 // refused as duplicate_node_name).
 func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 	t.Parallel() // its own cluster, on its own loopback block and ports
-	extAll(t)
 	raw := existingCluster(t, "rabbitmq", "rabbitmq-server", "curl")
 	quorum := existingTarget(t, raw, "existing-rabbitmq-quorum", "&queue-arguments.x-queue-type=quorum")
 	runnertest.SeekPasses(t, "durability.failover on an existing quorum queue", 1, func(seed uint64) contracts.Result {
@@ -242,7 +262,6 @@ func TestExistingRabbitQuorumThroughNFT(t *testing.T) {
 // passed 5 of 5 seeds where the private cluster loses.
 func TestExistingPostgresThroughNFT(t *testing.T) {
 	t.Parallel() // its own clusters, on their own loopback blocks and ports
-	extAll(t)
 	async := existingTarget(t, existingCluster(t, "postgres", "psql"), "existing-pg-async", "")
 	runnertest.SeekViolation(t, "durability.failover on an existing async standby", contracts.PropLost, func(seed uint64) contracts.Result {
 		return evaluateExisting(t, async, "durability.failover", seed)
