@@ -3,9 +3,9 @@ package extclusters_test
 import (
 	"bufio"
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
