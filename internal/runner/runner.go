@@ -283,13 +283,16 @@ type run struct {
 	inst     targets.Instance // private broker instance, for broker kills
 	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
-	tail     *historyTail     // what the children recorded so far
-	links    map[string]*faults.Link
-	proxies  map[string]*faults.Proxy // slot/upstream → proxy
-	cl       *clusterRun              // a replicated target's nodes (cluster.go)
-	cgroup   string                   // the run's cgroup, "" without
-	workers  string                   // the children's cgroup, "" without
-	unlock   func()                   // releases the run directory's lock
+	// pauses: the plan stops a child at a pause point; without, no child is
+	// looked at for being stopped (a read of /proc per child every 20 ms).
+	pauses  bool
+	tail    *historyTail // what the children recorded so far
+	links   map[string]*faults.Link
+	proxies map[string]*faults.Proxy // slot/upstream → proxy
+	cl      *clusterRun              // a replicated target's nodes (cluster.go)
+	cgroup  string                   // the run's cgroup, "" without
+	workers string                   // the children's cgroup, "" without
+	unlock  func()                   // releases the run directory's lock
 	// planned is until when the broker may not answer because the plan
 	// killed it: from the kill to a while after its restart.
 	planned time.Time
@@ -452,6 +455,7 @@ func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	r.hists = append(r.hists, filepath.Join(r.dir, "controller.jsonl"))
 	defer r.ctlHist.Close()
 	r.ctl = &pipeline.Env{Process: "controller", Rec: r.ctlHist, Now: time.Now, Sleep: sim.Sleep}
+	defer r.tail.close()
 	r.start = time.Now().Add(300 * time.Millisecond) // children start within this
 
 	r.links = faults.Schedule(r.links, r.sc.Plan, r.start, r.rc.Seed)
@@ -765,6 +769,7 @@ func (r *run) assignFaults() {
 			continue
 		}
 		f.ID = i + 1
+		r.pauses = r.pauses || f.Kind == faults.PauseAt
 		if f.Point == string(pipeline.AfterPublishBeforeMark) {
 			f.Nth = max(f.Nth, 1)
 			r.pending["relay"] = append(r.pending["relay"], f)
@@ -1049,7 +1054,9 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		}
 		r.tail.read(r.hists)
 		r.publishRisk()
-		r.resumeZombies()
+		if r.pauses {
+			r.resumeZombies()
+		}
 		// Node faults held back for what they put at risk move the whole
 		// plan, and its end, with them.
 		if now.After(deadline.Add(r.clusterShift())) {
@@ -1407,6 +1414,7 @@ func (r *run) reap() error {
 		select {
 		case err := <-c.done:
 			c.exited = true
+			r.tail.exited(c.hist) // read to its end once more, then closed
 			if err != nil && !killed(err) {
 				return fmt.Errorf("%s exited: %w", c.name, err)
 			}

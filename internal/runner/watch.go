@@ -1,9 +1,8 @@
 package runner
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"strings"
 
@@ -19,7 +18,13 @@ import (
 // holds its job), and the job of each process's latest fault (the job a
 // stopped worker held). Not safe for concurrent use.
 type historyTail struct {
-	offsets   map[string]int64
+	// The files being read, held open: the supervisor reads every one every
+	// 20 ms, and opening each again (five system calls) took 42% of explore's
+	// CPU time with 8 rounds of 1,600 jobs overlapping on Redis (2026-12-06).
+	files map[string]*tailFile
+	// done: files whose writer has exited and that were read to their end.
+	done      map[string]bool
+	buf       []byte
 	jobs      map[string]*jobTrace
 	lastFault map[string]string // process → job of its latest fault record
 	leasedAt  map[string]int64  // process → time of its latest lease invoke
@@ -41,6 +46,15 @@ type historyTail struct {
 	acked int64
 }
 
+// tailFile is a history file being read: its offset is the file's own, and
+// rest a last line not yet whole (read again with what follows).
+type tailFile struct {
+	f    *os.File
+	rest []byte
+	// exited: its writer is gone; the next read to the end closes it.
+	exited bool
+}
+
 type jobTrace struct {
 	max, enqueues int
 	// executions the job itself failed: its extract failed (transient or
@@ -54,7 +68,7 @@ type jobTrace struct {
 }
 
 func newHistoryTail() *historyTail {
-	return &historyTail{offsets: map[string]int64{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}, leasedAt: map[string]int64{}}
+	return &historyTail{files: map[string]*tailFile{}, done: map[string]bool{}, jobs: map[string]*jobTrace{}, lastFault: map[string]string{}, leasedAt: map[string]int64{}}
 }
 
 // over returns a job executed more than its budget plus one, if any.
@@ -95,76 +109,125 @@ func (w *historyTail) job(id string) *jobTrace {
 	return b
 }
 
+// exited says that path's writer has exited: once read to its end, the
+// file is closed and read no more.
+func (w *historyTail) exited(path string) {
+	if tf := w.files[path]; tf != nil {
+		tf.exited = true
+		return
+	}
+	w.done[path] = true // never opened: the process died before it wrote
+}
+
+// close closes every file still open.
+func (w *historyTail) close() {
+	for path, tf := range w.files {
+		tf.f.Close()
+		delete(w.files, path)
+	}
+}
+
 func (w *historyTail) readFile(path string) {
-	f, err := os.Open(path)
-	if err != nil {
+	if w.done[path] {
 		return
 	}
-	defer f.Close()
-	if _, err := f.Seek(w.offsets[path], io.SeekStart); err != nil {
-		return
-	}
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadBytes('\n')
+	tf := w.files[path]
+	if tf == nil {
+		f, err := os.Open(path)
 		if err != nil {
-			return // a partial last line is read again next time
+			return // not created yet
 		}
-		w.offsets[path] += int64(len(line))
-		var op history.Op
-		if json.Unmarshal(line, &op) != nil {
-			continue
+		tf = &tailFile{f: f}
+		w.files[path] = tf
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, 64<<10)
+	}
+	for {
+		n, err := tf.f.Read(w.buf)
+		if n > 0 {
+			tf.rest = w.lines(append(tf.rest, w.buf[:n]...))
 		}
-		if op.F == history.Lease && op.Type == history.Invoke {
-			w.leasedAt[op.Process] = op.T
+		if err != nil || n == 0 {
+			break
 		}
-		if op.Job == "" {
-			continue
+	}
+	if tf.exited {
+		tf.f.Close()
+		delete(w.files, path)
+		w.done[path] = true
+	}
+}
+
+// lines takes in every whole line of b and returns what is left of it: a
+// partial last line, read again with what follows it.
+func (w *historyTail) lines(b []byte) []byte {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return b
 		}
-		switch {
-		case op.F == history.Fault:
-			w.lastFault[op.Process] = op.Job
-			if op.Value == "crash" && op.Key == string(pipeline.Poison) {
-				w.job(op.Job).executions++
-			}
-		case op.F == history.Fence && op.Type == history.OK:
-			w.job(op.Job).fencedBy[op.Process] = true
-		case op.F == history.Enqueue && op.Type == history.OK:
-			if b := w.job(op.Job); !b.accepted {
-				b.accepted = true
-				if !b.finished {
-					w.unfinished++
-					w.acked = max(w.acked, op.T)
-				}
-			}
-		case op.F == history.Lease && op.Type == history.OK:
-			if b := w.job(op.Job); !b.leased {
-				b.leased = true
-				if !b.finished {
-					w.leased++
-					w.handedOut = max(w.handedOut, op.T)
-				}
-			}
-		case (op.F == history.Ack || op.F == history.DeadLetter || op.F == history.Cancel) && op.Type == history.OK:
-			if b := w.job(op.Job); !b.finished {
-				b.finished = true
-				if b.accepted {
-					w.unfinished--
-				}
-				if b.leased {
-					w.leased--
-				}
-			}
-		case op.F == history.Enqueue && op.Type == history.Invoke:
-			w.produced = w.produced || strings.HasPrefix(op.Process, RoleProducer)
-			b := w.job(op.Job)
-			b.enqueues++
-			var m pipeline.JobMeta
-			if json.Unmarshal([]byte(op.Value), &m) == nil {
-				b.max = m.MaxAttempts
-			}
-		case op.F == history.Extract && op.Type == history.Fail && (op.Err == "transient" || op.Err == "permanent"):
+		line := b[:i+1]
+		b = b[i+1:]
+		w.line(line)
+	}
+}
+
+// line takes in one history line.
+func (w *historyTail) line(line []byte) {
+	var op history.Op
+	if json.Unmarshal(line, &op) != nil {
+		return
+	}
+	if op.F == history.Lease && op.Type == history.Invoke {
+		w.leasedAt[op.Process] = op.T
+	}
+	if op.Job == "" {
+		return
+	}
+	switch {
+	case op.F == history.Fault:
+		w.lastFault[op.Process] = op.Job
+		if op.Value == "crash" && op.Key == string(pipeline.Poison) {
 			w.job(op.Job).executions++
 		}
+	case op.F == history.Fence && op.Type == history.OK:
+		w.job(op.Job).fencedBy[op.Process] = true
+	case op.F == history.Enqueue && op.Type == history.OK:
+		if b := w.job(op.Job); !b.accepted {
+			b.accepted = true
+			if !b.finished {
+				w.unfinished++
+				w.acked = max(w.acked, op.T)
+			}
+		}
+	case op.F == history.Lease && op.Type == history.OK:
+		if b := w.job(op.Job); !b.leased {
+			b.leased = true
+			if !b.finished {
+				w.leased++
+				w.handedOut = max(w.handedOut, op.T)
+			}
+		}
+	case (op.F == history.Ack || op.F == history.DeadLetter || op.F == history.Cancel) && op.Type == history.OK:
+		if b := w.job(op.Job); !b.finished {
+			b.finished = true
+			if b.accepted {
+				w.unfinished--
+			}
+			if b.leased {
+				w.leased--
+			}
+		}
+	case op.F == history.Enqueue && op.Type == history.Invoke:
+		w.produced = w.produced || strings.HasPrefix(op.Process, RoleProducer)
+		b := w.job(op.Job)
+		b.enqueues++
+		var m pipeline.JobMeta
+		if json.Unmarshal([]byte(op.Value), &m) == nil {
+			b.max = m.MaxAttempts
+		}
+	case op.F == history.Extract && op.Type == history.Fail && (op.Err == "transient" || op.Err == "permanent"):
+		w.job(op.Job).executions++
 	}
 }

@@ -74,3 +74,65 @@ func TestHistoryTailFencesAndFaults(t *testing.T) {
 		t.Fatal("w2's fence of j not seen")
 	}
 }
+
+// The tail holds each file open and reads only what it gained: a line
+// written in two pieces counts once, whole; a file whose writer has exited
+// is read to its end once more, then closed and read no more; a file not yet
+// created is opened once it is.
+func TestHistoryTailPiecesAndExit(t *testing.T) {
+	dir := t.TempDir()
+	path, late := filepath.Join(dir, "w1.jsonl"), filepath.Join(dir, "w2.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enq := func(job string) string {
+		return `{"process":"producer","type":"ok","f":"enqueue","job":"` + job + `"}` + "\n"
+	}
+	tail := newHistoryTail()
+	defer tail.close()
+	write := func(s string) {
+		t.Helper()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name       string
+		write      string
+		exited     bool
+		unfinished int
+	}{
+		{"a whole line", enq("a"), false, 1},
+		{"half a line", enq("b")[:20], false, 1},
+		{"its other half and a whole one", enq("b")[20:] + enq("c"), false, 3},
+		{"nothing new", "", false, 3},
+		{"written before the exit", enq("d"), true, 4},
+		{"written after the exit (never: the file is closed)", enq("e"), false, 4},
+	}
+	for _, s := range steps {
+		write(s.write)
+		if s.exited {
+			tail.exited(path)
+		}
+		tail.read([]string{path, late})
+		if tail.unfinished != s.unfinished {
+			t.Fatalf("%s: %d jobs acknowledged and unfinished, want %d", s.name, tail.unfinished, s.unfinished)
+		}
+	}
+	if _, open := tail.files[path]; open || !tail.done[path] {
+		t.Fatalf("%s still read after its writer exited and it was read to its end", path)
+	}
+	if err := os.WriteFile(late, []byte(enq("z")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tail.read([]string{path, late})
+	if tail.unfinished != 5 {
+		t.Fatalf("a file created after the first reads: %d unfinished, want 5", tail.unfinished)
+	}
+	tail.exited(filepath.Join(dir, "never.jsonl")) // died before it wrote
+	if !tail.done[filepath.Join(dir, "never.jsonl")] {
+		t.Fatal("a file never opened whose writer exited is not done")
+	}
+}
