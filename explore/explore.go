@@ -201,6 +201,9 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	caps := t.Capabilities()
 	nem := NewNemesis(caps, cmp.Or(o.Jobs, DefaultJobs), cmp.Or(o.MaxFaults, DefaultMaxFaults))
 	nem.Pace = o.Pace
+	if !Deterministic(t) {
+		nem.Costly = DefaultCostly
+	}
 	s := &Summary{Verdicts: map[contracts.Verdict]int{}, Violations: map[string]int{}, Drawn: map[string]int{},
 		Stats: contracts.Stats{Faults: map[string]int{}, Redeliveries: map[string]int{}}}
 	s.Kinds, s.NotDrawn = Supported(caps)

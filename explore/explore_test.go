@@ -233,3 +233,47 @@ func TestNemesisPace(t *testing.T) {
 		}
 	}
 }
+
+// Costly bounds the slow and the poison jobs of a round; a plan within the
+// bound is the one an unbounded nemesis draws for that seed.
+func TestNemesisCostlyBound(t *testing.T) {
+	caps := contracts.MemTarget{}.Capabilities()
+	count := func(p *plans.Plan) map[string]int {
+		m := map[string]int{}
+		for _, j := range p.Jobs {
+			m[j.Kind]++
+		}
+		return m
+	}
+	for _, jobs := range []int{24, 1600} {
+		free := explore.NewNemesis(caps, jobs, 3)
+		bound := explore.NewNemesis(caps, jobs, 3)
+		bound.Costly = explore.DefaultCostly
+		over := 0
+		for seed := range uint64(30) {
+			a, b := free.Draw(seed), bound.Draw(seed)
+			ca, cb := count(a), count(b)
+			if cb["slow"] > bound.Costly || cb["poison"] > bound.Costly {
+				t.Fatalf("%d jobs, seed %d: %d slow and %d poison jobs, want at most %d of each", jobs, seed, cb["slow"], cb["poison"], bound.Costly)
+			}
+			if len(a.Jobs) != len(b.Jobs) || len(a.Faults) != len(b.Faults) {
+				t.Fatalf("%d jobs, seed %d: the bound changed the workload's size or faults", jobs, seed)
+			}
+			ma, _ := a.Marshal(true)
+			mb, _ := b.Marshal(true)
+			within := ca["slow"] <= bound.Costly && ca["poison"] <= bound.Costly
+			if within != (string(ma) == string(mb)) {
+				t.Fatalf("%d jobs, seed %d: within the bound %v, yet the plans equal %v", jobs, seed, within, string(ma) == string(mb))
+			}
+			if !within {
+				over++
+				if ca["normal"] != 0 || cb[""] != ca[""]+(ca["slow"]-cb["slow"])+(ca["poison"]-cb["poison"]) {
+					t.Fatalf("%d jobs, seed %d: the jobs over the bound are not drawn normal: %v, bounded %v", jobs, seed, ca, cb)
+				}
+			}
+		}
+		if jobs == 1600 && over == 0 {
+			t.Fatal("no round of 1,600 jobs over the bound: the test shows nothing")
+		}
+	}
+}
