@@ -14,8 +14,10 @@
 #
 # On a real target rounds overlap: --parallel $BENCH_PARALLEL (default 8)
 # rounds at a time, each in its own namespace (run id), torn down when it
-# ends. Both real configurations are correct ones: every violation there is
-# a false one, counted and printed (goal: 0; and at least 10,000 jobs/min).
+# ends, each of --jobs $BENCH_JOBS (default 1600) sent at --pace $BENCH_PACE
+# (default 4: four times the drawn pace). Both real configurations are
+# correct ones: every violation there is a false one, counted and printed
+# (goal: 0; and at least 10,000 jobs/min).
 # Explore runs with --keep-going --no-shrink so that a finding (with extra
 # flags such as --sabotage) does not end the measurement; its exit code 1 for
 # a violation is accepted here.
@@ -23,13 +25,15 @@
 # Needs bin/durachk (make build). Not a timed test: a measurement. On a shared
 # machine run it under the heavy lock:
 #   BENCH_TARGETS="redis postgres" BENCH_DURATION=2m flock /tmp/durachk-heavy.lock tools/bench-explore.sh
-# Usage: tools/bench-explore.sh [extra durachk explore flags, e.g. --seed 2]
+# Usage: tools/bench-explore.sh [extra durachk explore flags, e.g. --seed 2; given
+# after the defaults, they override them]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${DURACHK:-./bin/durachk}"
 duration="${BENCH_DURATION:-10m}"
 every="${BENCH_SAMPLE:-30}"
 parallel="${BENCH_PARALLEL:-8}"
+real_flags=(--parallel "$parallel" --jobs "${BENCH_JOBS:-1600}" --pace "${BENCH_PACE:-4}")
 work="$(mktemp -d -t durachk-bench-explore-XXXX)"
 trap 'rm -rf "$work"' EXIT
 redis="${DURACHK_REDIS_URL:-redis://127.0.0.1:6379/0}"
@@ -92,8 +96,8 @@ bench() { # name url goal [explore flags...]
 for t in ${BENCH_TARGETS:-mem}; do
   case "$t" in
   mem) bench mem mem 50000 "$@" ;;
-  redis) bench redis "$(join "$redis" private-instance.appendfsync=always)" 10000 --parallel "$parallel" "$@" ;;
-  postgres) bench postgres "$pg" 10000 --parallel "$parallel" "$@" ;;
+  redis) bench redis "$(join "$redis" private-instance.appendfsync=always)" 10000 "${real_flags[@]}" "$@" ;;
+  postgres) bench postgres "$pg" 10000 "${real_flags[@]}" "$@" ;;
   *) echo "bench-explore: unknown target $t (mem, redis or postgres)" >&2; exit 3 ;;
   esac
 done
