@@ -204,8 +204,10 @@ func connLevel(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 57P0x: the server is shutting down or
-		// starting up.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+		// starting up; 53300: too many connections, refused at connect (8
+		// explore rounds overlapping on one server once ended an exploration:
+		// a worker exited on it instead of waiting, as for an outage).
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
 	}
 	var ne net.Error
 	var ce *pgconn.ConnectError

@@ -66,6 +66,8 @@ func TestErr(t *testing.T) {
 		{"write timed out", context.DeadlineExceeded, true, adapters.ErrAmbiguous},
 		{"shutdown during a write", &pgconn.PgError{Code: "57P01"}, true, adapters.ErrAmbiguous},
 		{"connection exception on a read", &pgconn.PgError{Code: "08006"}, false, adapters.ErrUnavailable},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, false, adapters.ErrUnavailable},
+		{"out of memory is definite", &pgconn.PgError{Code: "53200"}, true, nil},
 		{"conn closed on a write is not trusted as unsent", pgconn.ErrConnClosed, true, adapters.ErrAmbiguous},
 	}
 	for _, tt := range tests {
