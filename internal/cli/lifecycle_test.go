@@ -402,10 +402,24 @@ func TestKilledRunOnSharedRabbitCleanedUp(t *testing.T) {
 			t.Errorf("cleanup output lacks %q", want)
 		}
 	}
-	if again := cleanup(); !strings.Contains(again, "nothing left behind") || strings.Contains(again, "removed") {
+	if again := cleanup(); !strings.Contains(again, "nothing left behind") || removedOtherThanBlockLocks(again) {
 		t.Errorf("second cleanup:\n%s", again)
 	}
 	if left := leftOf(t, id, dir, nil); len(left) > 0 {
 		t.Errorf("run %s left: %v", id, left)
 	}
+}
+
+// removedOtherThanBlockLocks reports whether a cleanup's output removed
+// anything but loopback block locks: those name no run, and a test of
+// another package that SIGKILLs a cluster run on purpose leaves its own for
+// whichever cleanup comes next (a second cleanup of this run removed one in
+// an idle .ci/run, 2026-12-06).
+func removedOtherThanBlockLocks(out string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "removed") && !strings.Contains(l, "removed loopback block lock ") {
+			return true
+		}
+	}
+	return false
 }
