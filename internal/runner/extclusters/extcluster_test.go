@@ -30,10 +30,10 @@ import (
 //
 // Each seeks across seeds: what a real cluster exposes depends on timing.
 //
-// make test runs them beside the rest; the private clusters' tests whose
-// verdicts the CI cluster gate gives were dropped to make room (beside the
-// whole of make test at -p 4 this package took 410 s on 2026-12-06 and
-// slowed the others by half).
+// make test runs them beside the rest (254-276 s of an idle .ci/run's
+// make test, 2026-12-06); the private-cluster tests whose verdicts the CI
+// cluster gate gives were dropped to make room (beside those, this package
+// took 410 s and slowed the others by half).
 
 // existingCluster starts tools/extcluster/cluster.sh up kind and returns the
 // target URL it prints (for existingTarget). The script is stopped (SIGTERM: it
