@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -283,16 +284,13 @@ type run struct {
 	inst     targets.Instance // private broker instance, for broker kills
 	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
-	// pauses: the plan stops a child at a pause point; without, no child is
-	// looked at for being stopped (a read of /proc per child every 20 ms).
-	pauses  bool
-	tail    *historyTail // what the children recorded so far
-	links   map[string]*faults.Link
-	proxies map[string]*faults.Proxy // slot/upstream → proxy
-	cl      *clusterRun              // a replicated target's nodes (cluster.go)
-	cgroup  string                   // the run's cgroup, "" without
-	workers string                   // the children's cgroup, "" without
-	unlock  func()                   // releases the run directory's lock
+	tail     *historyTail     // what the children recorded so far
+	links    map[string]*faults.Link
+	proxies  map[string]*faults.Proxy // slot/upstream → proxy
+	cl       *clusterRun              // a replicated target's nodes (cluster.go)
+	cgroup   string                   // the run's cgroup, "" without
+	workers  string                   // the children's cgroup, "" without
+	unlock   func()                   // releases the run directory's lock
 	// planned is until when the broker may not answer because the plan
 	// killed it: from the kill to a while after its restart.
 	planned time.Time
@@ -769,7 +767,6 @@ func (r *run) assignFaults() {
 			continue
 		}
 		f.ID = i + 1
-		r.pauses = r.pauses || f.Kind == faults.PauseAt
 		if f.Point == string(pipeline.AfterPublishBeforeMark) {
 			f.Nth = max(f.Nth, 1)
 			r.pending["relay"] = append(r.pending["relay"], f)
@@ -1004,6 +1001,10 @@ func queueEmpty(ctx context.Context, q adapters.Queue) bool {
 // its limit, or ctx ends. It reports whether the run drained.
 func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-chan struct{}) (bool, error) {
 	timed := timedFaults(r.sc.Plan)
+	// Children stop only themselves, at a pause point of the plan: without
+	// one, none is looked at for being stopped (a read of /proc per child
+	// every 20 ms).
+	pauses := slices.ContainsFunc(r.sc.Plan.Faults, func(f faults.Fault) bool { return f.Kind == faults.PauseAt })
 	deadline := r.start.Add(r.sc.Limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -1054,7 +1055,7 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		}
 		r.tail.read(r.hists)
 		r.publishRisk()
-		if r.pauses {
+		if pauses {
 			r.resumeZombies()
 		}
 		// Node faults held back for what they put at risk move the whole
