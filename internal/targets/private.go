@@ -310,7 +310,8 @@ func (p *PrivateProcess) Resume() error {
 func FreePort() (int, error) { return freePort("127.0.0.1") }
 
 // freePort returns a port that ip can bind and that no socket holds on any
-// address, drawn below the kernel's ephemeral range.
+// address, drawn below the kernel's ephemeral range and reserved against
+// every other durachk process of the machine.
 //
 // Free on ip is not enough: the port must be free on every address.
 // RabbitMQ's prelaunch checks its distribution port with a wildcard bind
@@ -322,7 +323,12 @@ func FreePort() (int, error) { return freePort("127.0.0.1") }
 // 42145, not_erlang} while other tests ran. And a port from the kernel's
 // ephemeral range is what every other process's bind(0) draws from too
 // (other runs' brokers, before they bind): below that range only a port
-// chosen the same way can collide, and drawn tells this process's apart. A
+// chosen the same way can collide. Free when drawn is not free when bound
+// seconds later: another durachk process (a test package beside this one,
+// a run beside this run) may draw it meanwhile — a RabbitMQ node died in CI
+// with {dist_port_already_used, 30666, not_erlang} on 2026-12-06 — so a
+// draw is reserved machine-wide (drawnPorts.take), and the extcluster
+// script draws from above this range (tools/extcluster/cluster.sh). A
 // machine whose ephemeral range leaves no room below it gets one from the
 // kernel, checked as before.
 func freePort(ip string) (int, error) {
@@ -352,40 +358,72 @@ func freePort(ip string) (int, error) {
 	}
 }
 
-// drawn remembers the ports this process handed out in the last minutes: a
+// drawn holds the ports this process handed out in the last minutes: a
 // cluster draws all its nodes' ports before any node binds one, and must not
-// draw one twice.
-var drawn = drawnPorts{at: map[int]time.Time{}}
+// draw one twice; nor may another durachk process draw them.
+var drawn = drawnPorts{at: map[int]reservation{}}
+
+// reserveFor is how long a drawn port stays reserved: long past the bind of
+// the slowest broker start (a RabbitMQ cluster node: tens of seconds).
+const reserveFor = 10 * time.Minute
 
 type drawnPorts struct {
 	sync.Mutex
-	at map[int]time.Time
+	at map[int]reservation
 }
 
-// take marks port handed out and reports whether it was free to hand out
-// (not handed out in the last ten minutes).
+// reservation is a drawn port: when, and the machine-wide claim on it.
+type reservation struct {
+	at time.Time
+	// claim is a listening Unix socket in the abstract namespace named after
+	// the port: bound by one process at a time, machine-wide (per network
+	// namespace), and gone with its process, even a SIGKILLed one — no file
+	// to clean up.
+	claim net.Listener
+}
+
+// take marks port handed out and reports whether it was free to hand out:
+// not handed out by this process in the last reserveFor, and not reserved
+// by another process.
 func (d *drawnPorts) take(port int) bool {
 	d.Lock()
 	defer d.Unlock()
 	now := time.Now()
-	if t, ok := d.at[port]; ok && now.Sub(t) < 10*time.Minute {
-		return false
+	if r, ok := d.at[port]; ok {
+		if now.Sub(r.at) < reserveFor {
+			return false
+		}
+		r.release()
+		delete(d.at, port)
 	}
 	if len(d.at) > 4096 {
-		for p, t := range d.at {
-			if now.Sub(t) >= 10*time.Minute {
+		for p, r := range d.at {
+			if now.Sub(r.at) >= reserveFor {
+				r.release()
 				delete(d.at, p)
 			}
 		}
 	}
-	d.at[port] = now
+	claim, err := net.Listen("unix", "@durachk-port-"+strconv.Itoa(port))
+	if err != nil {
+		return false // another process holds it (or cannot tell: draw another)
+	}
+	d.at[port] = reservation{at: now, claim: claim}
 	return true
 }
 
+func (r reservation) release() {
+	if r.claim != nil {
+		r.claim.Close()
+	}
+}
+
 // stablePorts is the range private brokers' ports are drawn from: from
-// 10000 up to the start of the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range; 32768 where it cannot be read). Empty
-// (lo ≥ hi) when that range starts at 10000 or below.
+// 10000 up to 20000, or to the start of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range; 32768 where it cannot be read) when that
+// comes first. 20000 up is the extcluster script's (clusters durachk did
+// not start, in its tests). Empty (lo ≥ hi) when the ephemeral range
+// starts at 10000 or below.
 func stablePorts() (lo, hi int) {
 	hi = 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -395,7 +433,7 @@ func stablePorts() (lo, hi int) {
 			}
 		}
 	}
-	return 10000, hi
+	return 10000, min(hi, 20000)
 }
 
 // freeEverywhere reports whether port can be bound on the wildcard address

@@ -66,7 +66,7 @@ func TestStartErrorKeepsTheEnd(t *testing.T) {
 		t.Errorf("kept %d bytes ending %q, want %d ending with the last line", len(got), got[len(got)-20:], logKeep)
 	}
 	f := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(f, []byte("0123456789"), 0o600); err != nil {
+	if err := os.WriteFile(f, []byte("098716789"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(readTail(f, 4)); got != "6789" {
@@ -132,13 +132,25 @@ func TestFreePortsAreStableAndDistinct(t *testing.T) {
 		}
 		seen[port] = true
 	}
-	var d drawnPorts
-	d.at = map[int]time.Time{}
-	if !d.take(12345) || d.take(12345) {
+	d := drawnPorts{at: map[int]reservation{}}
+	if !d.take(9871) || d.take(9871) {
 		t.Error("a port handed out is handed out again at once")
 	}
-	d.at[12345] = time.Now().Add(-11 * time.Minute)
-	if !d.take(12345) {
+	// Another process (as another process would: its own drawn) cannot take
+	// it while this one holds it.
+	other := drawnPorts{at: map[int]reservation{}}
+	if other.take(9871) {
+		t.Error("a port reserved by one drawnPorts is handed out by another")
+	}
+	r := d.at[9871]
+	r.at = time.Now().Add(-11 * time.Minute)
+	d.at[9871] = r
+	if !d.take(9871) {
 		t.Error("a port handed out eleven minutes ago is still held back")
 	}
+	d.at[9871].release()
+	if !other.take(9871) {
+		t.Error("a released port cannot be taken by another")
+	}
+	other.at[9871].release()
 }

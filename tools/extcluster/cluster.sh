@@ -56,7 +56,11 @@ die() { echo "extcluster: $*" >&2; exit 1; }
 # free_port IP: a port nothing listens on at IP or at the wildcard address.
 # Below the kernel's ephemeral range (32768 up): a port there that nothing
 # listens on may still be the local port of some connection, and a bind to
-# it fails (epmd did not start once in CI, 2026-12-06).
+# it fails (epmd did not start once in CI, 2026-12-06). Above 20000: below is
+# what durachk draws its private brokers' ports from (targets.stablePorts),
+# and the tests run this script beside durachk's own clusters: a port drawn
+# by both is bound by one, and a RabbitMQ node, whose distribution port check
+# binds every address, dies on it.
 free_port() {
   local ip=$1 p
   for _ in $(seq 1 200); do
