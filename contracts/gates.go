@@ -138,6 +138,19 @@ func (s *gatedStore) Begin(ctx context.Context, jobID string, token uint64, deli
 	return led, s.after(ctx, err)
 }
 
+// Started passes a worker's start through the store link, where the store
+// learns of starts (pipeline.Starts).
+func (s *gatedStore) Started(ctx context.Context, process string) error {
+	st, ok := s.Store.(pipeline.Starts)
+	if !ok {
+		return nil
+	}
+	if err := s.before(ctx); err != nil {
+		return err
+	}
+	return s.after(ctx, st.Started(ctx, process))
+}
+
 func (s *gatedStore) End(ctx context.Context, jobID, delivery string, spent bool) (pipeline.Ledger, error) {
 	if err := s.before(ctx); err != nil {
 		return pipeline.Ledger{}, err

@@ -126,3 +126,24 @@ func FuzzBuildKey(f *testing.F) {
 		}
 	})
 }
+
+func TestIncarnation(t *testing.T) {
+	tests := []struct {
+		delivery, slot string
+		inc            int
+	}{
+		{"w2/7", "w2", 0},
+		{"w2.3/1", "w2", 3},
+		{"w2.10/4", "w2", 10},
+		{"relay", "relay", 0},
+		{"host.example/9", "host.example", 0}, // not a number: part of the name
+		{".3/1", ".3", 0},
+		{"w1.-1/2", "w1.-1", 0},
+	}
+	for _, tt := range tests {
+		slot, inc := Incarnation(DeliveryProcess(tt.delivery))
+		if slot != tt.slot || inc != tt.inc {
+			t.Errorf("Incarnation(DeliveryProcess(%q)) = %q, %d; want %q, %d", tt.delivery, slot, inc, tt.slot, tt.inc)
+		}
+	}
+}

@@ -42,17 +42,21 @@ type MemStore struct {
 	oldestPub time.Time
 	committed map[string]bool // job ids with a successful commit, new or deduped
 	ledger    map[string]map[string]*ledgerEntry
+	incs      map[string]int // worker slot → its latest incarnation started
 }
 
 // ledgerEntry is one delivery in the ledger: a delivery a worker reached, and how it ended.
 type ledgerEntry struct {
 	ended, spent bool
 	attempt      int
+	slot         string // its worker's slot and incarnation (Incarnation)
+	inc          int
 }
 
 var (
 	_ Store      = (*MemStore)(nil)
 	_ DualWriter = (*MemStore)(nil)
+	_ Starts     = (*MemStore)(nil)
 )
 
 // NewMemStore returns an empty store.
@@ -60,7 +64,7 @@ func NewMemStore(opts MemStoreOptions) *MemStore {
 	return &MemStore{opts: opts, fences: map[string]uint64{}, results: map[string]*Result{},
 		eventIdx: map[string]*Event{}, applied: map[string]int{}, firstBy: map[string]string{}, dead: map[string]*DeadLetterRecord{},
 		cancelled: map[string]bool{}, audits: map[string]Audit{}, committed: map[string]bool{},
-		ledger: map[string]map[string]*ledgerEntry{}}
+		ledger: map[string]map[string]*ledgerEntry{}, incs: map[string]int{}}
 }
 
 func (s *MemStore) Fence(ctx context.Context, jobID string, token uint64) error {
@@ -85,14 +89,26 @@ func (s *MemStore) Begin(ctx context.Context, jobID string, token uint64, delive
 		s.fences[jobID] = token
 	}
 	led := s.ledgerOf(jobID, delivery)
-	led.Crashed = s.crashedBefore(jobID, delivery, attempt)
+	led.Crashed, led.Unsure = s.crashedBefore(jobID, delivery, attempt)
 	if s.ledger[jobID] == nil {
 		s.ledger[jobID] = map[string]*ledgerEntry{}
 	}
 	if s.ledger[jobID][delivery] == nil {
-		s.ledger[jobID][delivery] = &ledgerEntry{attempt: attempt}
+		slot, inc := Incarnation(DeliveryProcess(delivery))
+		s.ledger[jobID][delivery] = &ledgerEntry{attempt: attempt, slot: slot, inc: inc}
 	}
 	return led, nil
+}
+
+// Started records that process runs (Starts).
+func (s *MemStore) Started(ctx context.Context, process string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, inc := Incarnation(process)
+	if cur, ok := s.incs[slot]; !ok || inc > cur {
+		s.incs[slot] = inc
+	}
+	return nil
 }
 
 func (s *MemStore) End(ctx context.Context, jobID, delivery string, spent bool) (Ledger, error) {
@@ -113,26 +129,35 @@ func (s *MemStore) End(ctx context.Context, jobID, delivery string, spent bool) 
 }
 
 // crashedBefore counts the attempts below attempt whose every delivery
-// (except delivery) is unended (Ledger.Crashed); it holds s.mu.
-func (s *MemStore) crashedBefore(jobID, except string, attempt int) int {
-	ended, unended := map[int]bool{}, map[int]bool{}
+// (except delivery) is unended: those with a holder known dead (a later
+// incarnation of its slot started) and the others (Ledger.Crashed and
+// Unsure); it holds s.mu.
+func (s *MemStore) crashedBefore(jobID, except string, attempt int) (crashed, unsure int) {
+	ended, dead, unended := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	for id, d := range s.ledger[jobID] {
 		if id == except || d.attempt < 1 || d.attempt >= attempt {
 			continue
 		}
-		if d.ended {
+		switch {
+		case d.ended:
 			ended[d.attempt] = true
-		} else {
+		default:
 			unended[d.attempt] = true
+			if inc, ok := s.incs[d.slot]; ok && inc > d.inc {
+				dead[d.attempt] = true
+			}
 		}
 	}
-	n := 0
 	for a := range unended {
-		if !ended[a] {
-			n++
+		switch {
+		case ended[a]:
+		case dead[a]:
+			crashed++
+		default:
+			unsure++
 		}
 	}
-	return n
+	return crashed, unsure
 }
 
 // ledgerOf counts the job's ledger without the delivery except; it holds s.mu.

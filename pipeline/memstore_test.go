@@ -558,6 +558,9 @@ func TestMemStoreLedger(t *testing.T) {
 	end := func(job, del string, spent bool) func() (Ledger, error) {
 		return func() (Ledger, error) { return s.End(ctx, job, del, spent) }
 	}
+	start := func(process string) func() (Ledger, error) {
+		return func() (Ledger, error) { return Ledger{}, s.Started(ctx, process) }
+	}
 	calls := []call{
 		{name: "first delivery", do: begin("j", 1, "w1/1"), want: Ledger{}},
 		{name: "a retry of the begin counts once", do: begin("j", 1, "w1/1"), want: Ledger{}},
@@ -565,8 +568,12 @@ func TestMemStoreLedger(t *testing.T) {
 		{name: "spent", do: end("j", "w1/1", true), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
 		{name: "the first end counts", do: end("j", "w1/1", false), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
 		{name: "second delivery sees the first", do: begin("j", 2, "w2/1"), want: Ledger{Seen: 1, Ended: 1, Spent: 1}},
-		{name: "third sees one that never ended: a crash", do: begin("j", 3, "w3/1"), want: Ledger{Seen: 2, Ended: 1, Spent: 1, Crashed: 1}},
-		{name: "released", do: end("j", "w3/1", false), want: Ledger{Seen: 3, Ended: 2, Spent: 1}},
+		{name: "third sees one that never ended: w2 may be alive", do: begin("j", 3, "w3/1"), want: Ledger{Seen: 2, Ended: 1, Spent: 1, Unsure: 1}},
+		{name: "an older incarnation of w2 proves nothing", do: start("w2"), want: Ledger{}},
+		{name: "fourth: still unsure", do: begin("j", 4, "w4/1"), want: Ledger{Seen: 3, Ended: 1, Spent: 1, Unsure: 2}},
+		{name: "w2 restarted", do: start("w2.1"), want: Ledger{}},
+		{name: "fifth: w2 died holding it", do: begin("j", 5, "w5/1"), want: Ledger{Seen: 4, Ended: 1, Spent: 1, Crashed: 1, Unsure: 2}},
+		{name: "released", do: end("j", "w3/1", false), want: Ledger{Seen: 5, Ended: 2, Spent: 1}},
 		{name: "committed job", do: begin("jC", 2, "w1/2"), want: Ledger{Committed: true}},
 		// A job sent twice: both copies' first deliveries spent, copy a's second
 		// one running; copy b's second one sees no crash (it saw one: a healthy
@@ -581,9 +588,11 @@ func TestMemStoreLedger(t *testing.T) {
 		{name: "copy b, attempt 3: attempt 2 had an end", do: begin("j2", 2, "b/3", 3), want: Ledger{Seen: 4, Ended: 3, Spent: 2}},
 		// A crash loop: every attempt's worker died.
 		{name: "loop 1", do: begin("jP", 1, "p/1", 1), want: Ledger{}},
-		{name: "loop 2", do: begin("jP", 2, "p/2", 2), want: Ledger{Seen: 1, Crashed: 1}},
-		{name: "loop 3", do: begin("jP", 3, "p/3", 3), want: Ledger{Seen: 2, Crashed: 2}},
-		{name: "a broker that does not count", do: begin("jP", 4, "p/4", 0), want: Ledger{Seen: 3}},
+		{name: "p restarts", do: start("p.1"), want: Ledger{}},
+		{name: "loop 2", do: begin("jP", 2, "p.1/1", 2), want: Ledger{Seen: 1, Crashed: 1}},
+		{name: "p restarts again", do: start("p.2"), want: Ledger{}},
+		{name: "loop 3", do: begin("jP", 3, "p.2/1", 3), want: Ledger{Seen: 2, Crashed: 2}},
+		{name: "a broker that does not count", do: begin("jP", 4, "p.2/2", 0), want: Ledger{Seen: 3}},
 		{name: "dead job", do: begin("jD", 1, "w1/3"), want: Ledger{Terminal: true}},
 	}
 	for _, c := range calls {

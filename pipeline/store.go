@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -85,16 +87,58 @@ type Ledger struct {
 	// Spent counts deliveries whose extract failed by the job's own fault.
 	Spent int `json:"spent"`
 	// Crashed counts the broker attempts before this one (Begin's attempt) in
-	// which every recorded delivery of the job stayed unended: the attempts
-	// whose worker died. An attempt with one ended delivery is not counted,
-	// so a second copy of a job sent twice, running now, is never taken for a
-	// crash of this copy (it was: a healthy job dead-lettered, found by
-	// explore). Copies can hide a crash this way; the broker's delivery cap
-	// still bounds the job.
-	Crashed   int  `json:"crashed,omitempty"`
+	// which every recorded delivery of the job stayed unended and a holder is
+	// known dead: a later incarnation of its worker's slot has started since
+	// (Starts). An attempt with one ended delivery is not counted, so a second
+	// copy of a job sent twice, running now, is never taken for a crash of
+	// this copy (it was: a healthy job dead-lettered, found by explore). Copies
+	// can hide a crash this way; the broker's delivery cap still bounds the
+	// job.
+	Crashed int `json:"crashed,omitempty"`
+	// Unsure counts the attempts Crashed would count but for the proof: their
+	// holders may have died and not restarted yet, or be alive and stalled —
+	// a commit waiting on a lost reply while its lease lapsed, a paused
+	// process. Taking those for crashes dead-lettered healthy jobs (found by
+	// explore on Redis: three live holders, each stalled past its lease).
+	Unsure    int  `json:"unsure,omitempty"`
 	Committed bool `json:"committed,omitempty"`
 	// Terminal: dead-lettered or cancelled.
 	Terminal bool `json:"terminal,omitempty"`
+}
+
+// Starts is an optional ability of a Store: it learns when a worker process
+// starts, which proves the earlier incarnations of its slot dead. Begin then
+// tells a delivery whose holder died (Ledger.Crashed) from one whose holder
+// may be alive (Ledger.Unsure). A store without it proves no death: a crash
+// loop is then bounded by the deliveries the worker gives back unrun and, at
+// last, by the broker's delivery cap.
+type Starts interface {
+	// Started records that process (a name Incarnation splits) runs.
+	// Idempotent.
+	Started(ctx context.Context, process string) error
+}
+
+// Incarnation splits a worker process's name into its slot and incarnation:
+// "w2.3" is slot "w2" restarted for the third time, "w2" its first
+// incarnation (0). A supervisor that restarts a worker names the new process
+// with a higher incarnation (the runner and the embedded target do), so a
+// later incarnation's start proves the earlier ones dead.
+func Incarnation(process string) (slot string, inc int) {
+	if i := strings.LastIndexByte(process, '.'); i > 0 {
+		if n, err := strconv.Atoi(process[i+1:]); err == nil && n >= 0 {
+			return process[:i], n
+		}
+	}
+	return process, 0
+}
+
+// DeliveryProcess is the process part of a delivery's name in the ledger
+// (process/sequence).
+func DeliveryProcess(delivery string) string {
+	if i := strings.LastIndexByte(delivery, '/'); i >= 0 {
+		return delivery[:i]
+	}
+	return delivery
 }
 
 // Unended is the number of seen deliveries that neither ended nor committed:

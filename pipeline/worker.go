@@ -42,7 +42,8 @@ type Worker struct {
 	// without a dedupe on redelivery). acked reports whether the ack was part of
 	// the commit: a deduped commit acks nothing, and the worker acks as usual.
 	CommitAck func(ctx context.Context, req CommitRequest, d adapters.Delivery) (deduped bool, err error)
-	seq       int // deliveries reached, for their names in the ledger
+	seq       int  // deliveries reached, for their names in the ledger
+	started   bool // the store knows this process runs (Starts)
 }
 
 // held is the delivery a worker holds.
@@ -181,6 +182,9 @@ func (w *Worker) Key(job adapters.Job) (string, error) {
 // Step leases and handles at most one job. It reports whether it got one; the
 // error is only for a broken setup (the queue closed under it).
 func (w *Worker) Step(ctx context.Context) (bool, error) {
+	if !w.announce(ctx) {
+		return false, nil
+	}
 	var none adapters.Delivery
 	asked := w.Env.Now()
 	w.rec(history.Invoke, history.Lease, none, "", "", nil)
@@ -215,6 +219,23 @@ func (w *Worker) Step(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// announce tells a store that learns of starts (Starts) that this process
+// runs, before its first lease: its start proves the earlier incarnations of
+// its slot dead, and with them the deliveries they never ended. It reports
+// whether the store knows (or cannot learn); a failure is tried again on the
+// next step, and nothing is leased meanwhile.
+func (w *Worker) announce(ctx context.Context) bool {
+	s, ok := w.Store.(Starts)
+	if !ok || w.started {
+		return true
+	}
+	if err := w.call(ctx, func(ctx context.Context) error { return s.Started(ctx, w.Env.Process) }); err != nil {
+		return false
+	}
+	w.started = true
+	return true
+}
+
 // begin fences the delivery and reads the job's ledger (recorded as the fence,
 // its value the ledger), retried in place while the store fails.
 func (w *Worker) begin(ctx context.Context, h *held) (Ledger, error) {
@@ -239,15 +260,26 @@ func (w *Worker) begin(ctx context.Context, h *held) (Ledger, error) {
 // crashes is how many of the job's earlier deliveries its worker died in (a
 // poison job's crash loop; a kill, which the worker cannot tell from one), as
 // far as the broker's delivery count witnesses them: the attempts before this
-// one whose every delivery neither ended nor committed (Ledger.Crashed), at
-// most the ledger's unended deliveries and the deliveries the broker counted
-// before this one. A broker that cannot count witnesses none, and a crash loop
-// there is not bounded (the retry.bounded contract says so).
+// one whose every delivery neither ended nor committed and whose holder is
+// known dead (Ledger.Crashed), at most the ledger's unended deliveries and
+// the deliveries the broker counted before this one. A broker that cannot
+// count witnesses none, and a crash loop there is not bounded (the
+// retry.bounded contract says so).
 func crashes(d adapters.Delivery, led Ledger) int {
 	if d.Attempt <= 0 || led.Committed {
 		return 0
 	}
 	return min(led.Crashed, led.Unended(), d.Attempt-1)
+}
+
+// unsure is how many more of the job's earlier deliveries may have been
+// crashes (Ledger.Unsure), within the same bounds as crashes.
+func unsure(d adapters.Delivery, led Ledger) int {
+	c := crashes(d, led)
+	if d.Attempt <= 0 || led.Committed {
+		return 0
+	}
+	return max(min(led.Unsure, led.Unended()-c, d.Attempt-1-c), 0)
 }
 
 func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
@@ -271,20 +303,23 @@ func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
 		case d.Attempt > DeliveryCap(d.Job.MaxAttempts):
 			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("delivered %d times", d.Attempt))
 			return
-		case used >= d.Job.MaxAttempts && led.Spent < d.Job.MaxAttempts && d.Attempt <= used+1:
-			// The budget is spent only through inferred crashes, and an unended
-			// delivery may belong to a live holder that infrastructure stalled
-			// (its store replies lost, its lease lapsed meanwhile): found by
-			// explore. Give the job back for a lease before believing the
-			// crash; the deliveries after that (the broker counts them) do.
+		case used >= d.Job.MaxAttempts:
+			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("%d attempts spent", used))
+			return
+		case used+unsure(d, led) >= d.Job.MaxAttempts:
+			// Run now, the job could go past its budget: the holders not known
+			// dead may have died. Or one is alive, stalled by the
+			// infrastructure (its store reply lost, its lease lapsed meanwhile;
+			// taking it for dead dead-lettered healthy jobs, found by explore).
+			// Give the job back unrun until that holder speaks (its delivery
+			// ends) or its death is known (its slot restarts), a lease and a
+			// stalled call's bound at a time; the broker's delivery cap bounds
+			// the wait.
 			if _, err := w.settle(ctx, h, false); err != nil {
 				w.stopped(ctx, h, err)
 				return
 			}
-			w.nack(ctx, h, w.Lease)
-			return
-		case used >= d.Job.MaxAttempts:
-			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("%d attempts spent", used))
+			w.nack(ctx, h, w.Lease+w.CallTimeout)
 			return
 		}
 	}

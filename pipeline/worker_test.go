@@ -143,11 +143,13 @@ func (exitHooks) At(ctx context.Context, p CrashPoint, job string) {
 
 // rig is one worker on a virtual clock, one step at a time.
 type rig struct {
-	now   time.Time
-	q     *mem.Queue
-	store *MemStore
-	log   *history.Log
-	w     *Worker
+	restarts  int  // of the worker, after it died at a crash point
+	noRestart bool // a dead worker runs on under its name (no proof of its death)
+	now       time.Time
+	q         *mem.Queue
+	store     *MemStore
+	log       *history.Log
+	w         *Worker
 }
 
 const testLease = 10 * time.Second
@@ -174,16 +176,24 @@ func (r *rig) enqueue(t *testing.T, p Payload) adapters.Job {
 }
 
 // run steps the worker (a step that dies at a crash point ends there) until the
-// queue is empty or steps run out; an idle step waits a lease.
+// queue is empty or steps run out; an idle step waits a lease. A worker that
+// died is restarted as a supervisor would: the next incarnation of its slot
+// (w1.1, w1.2, ...), unless noRestart.
 func (r *rig) run(steps int) {
 	for i := 0; i < steps && r.q.Live() > 0; i++ {
-		worked := false
+		worked, returned := false, false
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			worked, _ = r.w.Step(context.Background())
+			returned = true
 		}()
 		<-done
+		if !returned && !r.noRestart {
+			r.restarts++
+			r.w.Env.Process = fmt.Sprintf("w1.%d", r.restarts)
+			r.w.started, r.w.seq = false, 0
+		}
 		if !worked {
 			r.now = r.now.Add(testLease)
 		}
@@ -308,18 +318,23 @@ func TestWorkerAgeBudget(t *testing.T) {
 
 func TestWorkerAttemptBudget(t *testing.T) {
 	tests := []struct {
-		name     string
-		p        Payload
-		queue    script
-		noCount  bool
-		extracts int    // executions
-		reason   string // "": not dead-lettered within the steps
+		name       string
+		p          Payload
+		queue      script
+		noCount    bool
+		noRestart  bool
+		extracts   int    // executions
+		reason     string // "": not dead-lettered within the steps
+		deliveries int    // if set, the deliveries it takes
 	}{
 		{name: "stubborn", p: Payload{FailTransient: -1}, extracts: 3, reason: ReasonMaxAttempts},
 		{name: "stubborn, lease replies lost", p: Payload{FailTransient: -1}, queue: script{"lease": "a.aa.a"}, extracts: 3, reason: ReasonMaxAttempts},
 		{name: "stubborn, no delivery count", p: Payload{FailTransient: -1}, noCount: true, extracts: 3, reason: ReasonMaxAttempts},
 		{name: "permanent", p: Payload{FailPermanent: true}, extracts: 1, reason: ReasonPermanent},
-		{name: "poison", p: Payload{Crash: true}, extracts: 3, reason: ReasonMaxAttempts},
+		{name: "poison", p: Payload{Crash: true}, extracts: 3, reason: ReasonMaxAttempts, deliveries: 4},
+		// Nothing proves the crashes (the worker's slot never restarts): the job
+		// is given back unrun past its budget, until the broker's cap.
+		{name: "poison, no restart", p: Payload{Crash: true}, noRestart: true, extracts: 3, reason: ReasonMaxAttempts, deliveries: DeliveryCap(3) + 1},
 		{name: "poison, lease replies lost", p: Payload{Crash: true}, queue: script{"lease": ".aa.a"}, extracts: 3, reason: ReasonMaxAttempts},
 		// Nothing witnesses the crash loop: unbounded, as retry.bounded reports.
 		{name: "poison, no delivery count", p: Payload{Crash: true}, noCount: true, extracts: 20},
@@ -329,9 +344,13 @@ func TestWorkerAttemptBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(tt.queue, nil, tt.noCount)
+			r.noRestart = tt.noRestart
 			tt.p.Doc = "d1"
 			r.enqueue(t, tt.p)
 			r.run(20 + DeliveryCap(3))
+			if got := r.count(history.Lease, history.OK, ""); tt.deliveries > 0 && got != tt.deliveries {
+				t.Errorf("%d deliveries, want %d", got, tt.deliveries)
+			}
 			if got := r.count(history.Extract, history.Invoke, ""); got != tt.extracts && !(tt.reason == "" && got >= tt.extracts) {
 				t.Errorf("executed %d times, want %d", got, tt.extracts)
 			}
@@ -422,32 +441,48 @@ func TestWorkerSpendNeverReleased(t *testing.T) {
 	r := newRig(nil, script{"end": "A*"}, false)
 	r.enqueue(t, Payload{Doc: "d1", FailTransient: -1, AgeBudget: time.Minute})
 	r.run(8)
-	if got := r.count(history.Settle, history.Invoke, "released"); got != 0 {
-		t.Errorf("%d deliveries given back as released after the job's own failure", got)
+	ran := map[uint64]bool{} // the deliveries that executed the job, by token
+	for _, op := range r.log.Ops() {
+		if op.F == history.Extract && op.Type == history.Invoke {
+			ran[op.Token] = true
+		}
+	}
+	for _, op := range r.log.Ops() {
+		if op.F == history.Settle && op.Type == history.Invoke && op.Value == "released" && ran[op.Token] {
+			t.Errorf("delivery %d given back as released after the job's own failure", op.Token)
+		}
 	}
 	if got := r.count(history.Extract, history.Invoke, ""); got > 3 {
 		t.Errorf("executed %d times, budget 3", got)
 	}
 }
 
-// A budget spent only through an inferred crash waits a lease before it is
-// believed: the unended delivery may be a live holder that infrastructure
-// stalled (found by explore: its store replies lost, its lease lapsed).
-func TestWorkerCrashInferenceWaitsALease(t *testing.T) {
+// A crash is believed only when it is known: an unended delivery whose
+// holder's slot has not restarted may be a live holder that infrastructure
+// stalled (found by explore: its store replies lost, its lease lapsed). Until
+// then a job its crashes would take to its budget is given back unrun.
+func TestWorkerCrashNeedsProof(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
-		holderEnds  bool // the stalled holder gives the job back meanwhile
+		then        func(ctx context.Context, s *MemStore, job string) error
 		wantResults int
 		wantDead    int
 	}{
-		{name: "stalled holder ends its delivery", holderEnds: true, wantResults: 1},
-		{name: "the holder is dead", holderEnds: false, wantDead: 1},
+		{name: "the stalled holder ends its delivery", wantResults: 1,
+			then: func(ctx context.Context, s *MemStore, job string) error {
+				_, err := s.End(ctx, job, "x/3", false)
+				return err
+			}},
+		{name: "the holder's slot restarts: it died", wantDead: 1,
+			then: func(ctx context.Context, s *MemStore, job string) error { return s.Started(ctx, "x.1") }},
+		{name: "nothing is heard of the holder",
+			then: func(context.Context, *MemStore, string) error { return nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(nil, nil, false)
 			job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
-			// Two attempts spent by other workers, a third begun and not ended;
+			// Two attempts spent by worker x, a third begun by it and not ended;
 			// the broker counted three deliveries.
 			for a := 1; a <= 3; a++ {
 				d, err := r.q.Lease(ctx, testLease)
@@ -470,14 +505,13 @@ func TestWorkerCrashInferenceWaitsALease(t *testing.T) {
 			if worked, err := r.w.Step(ctx); !worked || err != nil {
 				t.Fatalf("step: %v, %v", worked, err)
 			}
-			if st := r.state(t); len(st.DeadLetters) != 0 || r.count(history.Settle, history.OK, "released") != 1 || r.count(history.Nack, history.OK, testLease.String()) != 1 {
-				t.Fatalf("dead letters %+v, released %d, nacks for a lease %d: want the job given back for a lease", st.DeadLetters,
-					r.count(history.Settle, history.OK, "released"), r.count(history.Nack, history.OK, testLease.String()))
+			if st := r.state(t); len(st.DeadLetters) != 0 || r.count(history.Extract, history.Invoke, "") != 0 ||
+				r.count(history.Settle, history.OK, "released") != 1 || r.count(history.Nack, history.OK, testLease.String()) != 1 {
+				t.Fatalf("dead letters %+v, executions %d, released %d, nacks for a lease %d: want the job given back unrun", st.DeadLetters,
+					r.count(history.Extract, history.Invoke, ""), r.count(history.Settle, history.OK, "released"), r.count(history.Nack, history.OK, testLease.String()))
 			}
-			if tt.holderEnds {
-				if _, err := r.store.End(ctx, job.ID, "x/3", false); err != nil {
-					t.Fatal(err)
-				}
+			if err := tt.then(ctx, r.store, job.ID); err != nil {
+				t.Fatal(err)
 			}
 			r.now = r.now.Add(testLease)
 			r.run(5)
@@ -485,8 +519,13 @@ func TestWorkerCrashInferenceWaitsALease(t *testing.T) {
 			if len(st.Results) != tt.wantResults || len(st.DeadLetters) != tt.wantDead {
 				t.Fatalf("results %d, dead letters %+v; want %d and %d", len(st.Results), st.DeadLetters, tt.wantResults, tt.wantDead)
 			}
-			if tt.wantDead == 0 && r.count(history.Extract, history.Invoke, "3") != 1 {
+			switch {
+			case tt.wantResults > 0 && r.count(history.Extract, history.Invoke, "3") != 1:
 				t.Errorf("the job's third attempt did not run")
+			case tt.wantResults == 0 && r.count(history.Extract, history.Invoke, "") != 0:
+				t.Errorf("the job ran %d times, want none: its budget may be spent", r.count(history.Extract, history.Invoke, ""))
+			case tt.wantResults+tt.wantDead == 0 && r.count(history.Settle, history.OK, "released") < 2:
+				t.Errorf("given back %d times, want it given back again while nothing is known", r.count(history.Settle, history.OK, "released"))
 			}
 		})
 	}

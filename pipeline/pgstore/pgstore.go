@@ -50,6 +50,7 @@ type Store struct {
 
 var (
 	_ pipeline.Store      = (*Store)(nil)
+	_ pipeline.Starts     = (*Store)(nil)
 	_ pipeline.DualWriter = (*Store)(nil)
 )
 
@@ -61,7 +62,7 @@ type queries struct {
 	insertAudit, pending, markPublished, purge, apply               string
 	snapResults, snapEvents, snapApplied, snapDead, snapCancelled   string
 	snapAudits                                                      string
-	beginDelivery, endDelivery, ledger, crashed                     string
+	beginDelivery, endDelivery, ledger, crashed, started            string
 }
 
 const ddl = `
@@ -124,6 +125,14 @@ CREATE TABLE IF NOT EXISTS {s}.deliveries (
 -- The broker's attempt number of the delivery (0: not counted); added for
 -- schemas made before it.
 ALTER TABLE {s}.deliveries ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0;
+-- Its worker's slot and incarnation (pipeline.Incarnation): a later
+-- incarnation started (incarnations) proves the holder dead.
+ALTER TABLE {s}.deliveries ADD COLUMN IF NOT EXISTS slot text NOT NULL DEFAULT '';
+ALTER TABLE {s}.deliveries ADD COLUMN IF NOT EXISTS inc integer NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS {s}.incarnations (
+	slot text PRIMARY KEY,
+	inc  integer NOT NULL -- the latest incarnation of the worker slot started
+);
 CREATE TABLE IF NOT EXISTS {s}.audits (
 	old_job  text PRIMARY KEY,
 	seq      bigserial NOT NULL UNIQUE,
@@ -176,11 +185,16 @@ func newQueries(schema string) queries {
 		snapDead:      s(`SELECT job_id, tenant, key, reason, attempt, at, reprocessed FROM {s}.dead_letters ORDER BY seq`),
 		snapCancelled: s(`SELECT job_id FROM {s}.cancelled ORDER BY job_id COLLATE "C"`),
 		snapAudits:    s(`SELECT old_job, new_job, operator, at FROM {s}.audits ORDER BY seq`),
-		beginDelivery: s(`INSERT INTO {s}.deliveries (job_id, delivery, attempt) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`),
-		// Ledger.Crashed: the attempts below $3 whose every delivery is unended.
-		crashed: s(`SELECT count(*) FROM (SELECT attempt FROM {s}.deliveries
-			WHERE job_id = $1 AND delivery <> $2 AND attempt >= 1 AND attempt < $3
-			GROUP BY attempt HAVING bool_and(NOT ended)) a`),
+		beginDelivery: s(`INSERT INTO {s}.deliveries (job_id, delivery, attempt, slot, inc) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`),
+		// Ledger.Crashed and Unsure: the attempts below $3 whose every
+		// delivery is unended, with a holder known dead and not.
+		crashed: s(`SELECT count(*) FILTER (WHERE dead), count(*) FILTER (WHERE NOT dead) FROM (
+			SELECT d.attempt, coalesce(bool_or(i.inc > d.inc), false) AS dead
+			FROM {s}.deliveries d LEFT JOIN {s}.incarnations i ON i.slot = d.slot
+			WHERE d.job_id = $1 AND d.delivery <> $2 AND d.attempt >= 1 AND d.attempt < $3
+			GROUP BY d.attempt HAVING bool_and(NOT d.ended)) a`),
+		started: s(`INSERT INTO {s}.incarnations AS i (slot, inc) VALUES ($1, $2)
+			ON CONFLICT (slot) DO UPDATE SET inc = GREATEST(i.inc, EXCLUDED.inc)`),
 		// The first end counts: a retry after an unknown outcome changes nothing.
 		endDelivery: s(`INSERT INTO {s}.deliveries AS d (job_id, delivery, ended, spent) VALUES ($1, $2, true, $3)
 			ON CONFLICT (job_id, delivery) DO UPDATE SET ended = true, spent = EXCLUDED.spent WHERE NOT d.ended`),
@@ -302,16 +316,24 @@ func (s *Store) Begin(ctx context.Context, jobID string, token uint64, delivery 
 	if highest > token && !s.opts.NoFence {
 		return led, stale(jobID, token, highest)
 	}
-	if _, err := tx.Exec(ctx, s.q.beginDelivery, jobID, delivery, attempt); err != nil {
+	slot, inc := pipeline.Incarnation(pipeline.DeliveryProcess(delivery))
+	if _, err := tx.Exec(ctx, s.q.beginDelivery, jobID, delivery, attempt, slot, inc); err != nil {
 		return led, s.dbErr(op, err, false)
 	}
 	if err := s.scanLedger(ctx, tx, jobID, delivery, &led); err != nil {
 		return led, s.dbErr(op, err, false)
 	}
-	if err := tx.QueryRow(ctx, s.q.crashed, jobID, delivery, attempt).Scan(&led.Crashed); err != nil {
+	if err := tx.QueryRow(ctx, s.q.crashed, jobID, delivery, attempt).Scan(&led.Crashed, &led.Unsure); err != nil {
 		return led, s.dbErr(op, err, false)
 	}
 	return led, s.dbErr(op, tx.Commit(ctx), true)
+}
+
+// Started records that a worker process runs (pipeline.Starts): the latest
+// incarnation of its slot. Idempotent.
+func (s *Store) Started(ctx context.Context, process string) error {
+	slot, inc := pipeline.Incarnation(process)
+	return s.exec(ctx, "started "+process, s.q.started, slot, inc)
 }
 
 // End records how delivery ended (the first end counts) and returns the job's

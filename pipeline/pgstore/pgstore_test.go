@@ -779,6 +779,21 @@ func mirrorScript(ctx context.Context, s pipeline.Store) []string {
 	ledger("begin", led, err)
 	led, err = s.End(ctx, "jL", "w4/1", false) // an end without a begin
 	ledger("end unbegun", led, err)
+	// Unended deliveries of attempts 1–3, by slots x and y: known dead once a
+	// later incarnation of the slot starts, unsure before (and after an
+	// older one starts).
+	starts := s.(pipeline.Starts)
+	for i, del := range []string{"x/1", "y.2/1", "x.1/1"} {
+		led, err = s.Begin(ctx, "jK", uint64(i+1), del, i+1)
+		ledger("begin "+del, led, err)
+	}
+	led, err = s.Begin(ctx, "jK", 4, "z/1", 4)
+	ledger("begin z/1", led, err)
+	for _, p := range []string{"x.1", "y.1", "y.3", "x"} {
+		add("started ", p, " ", outcome(starts.Started(ctx, p)))
+		led, err = s.Begin(ctx, "jK", 4, "z/1", 4)
+		ledger("begin z/1 again", led, err)
+	}
 	led, err = s.Begin(ctx, "j1", 9, "w1/9", 9) // committed
 	ledger("begin committed", led, err)
 	led, err = s.Begin(ctx, "j7", 1, "w1/10", 1) // dead-lettered
