@@ -339,8 +339,15 @@ func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 	// Teardown on every path, with a context of its own: ctx may be cancelled.
 	defer func() {
 		limit := teardownLimit
-		if ex.Unavailable != "" || r.silent {
+		switch {
+		case ex.Unavailable != "" || r.silent:
 			limit = 5 * time.Second // the broker did not answer: do not wait for it long
+		case r.cl != nil && targets.HasExternalCluster(r.spec):
+			// The nodes the run killed start again, and a node is given its
+			// control timeout to serve (a RabbitMQ node restarted beside a
+			// busy CI run took longer than the teardown's 30 s, and the run
+			// was lost, 2026-12-06).
+			limit += r.spec.ControlTimeout()
 		}
 		// Bounded even where a client does not heed the teardown's context.
 		type errs struct{ broker, other error }
