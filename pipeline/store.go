@@ -109,9 +109,10 @@ type Ledger struct {
 // Starts is an optional ability of a Store: it learns when a worker process
 // starts, which proves the earlier incarnations of its slot dead. Begin then
 // tells a delivery whose holder died (Ledger.Crashed) from one whose holder
-// may be alive (Ledger.Unsure). A store without it proves no death: a crash
-// loop is then bounded by the deliveries the worker gives back unrun and, at
-// last, by the broker's delivery cap.
+// may be alive (Ledger.Unsure), and a worker runs no job while a holder of it
+// may be alive. A store without it, or workers whose supervisor does not name
+// incarnations, prove no death: a job whose holder died is then given back
+// unrun until the broker's delivery cap dead-letters it.
 type Starts interface {
 	// Started records that process (a name Incarnation splits) runs.
 	// Idempotent.

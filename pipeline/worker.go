@@ -306,15 +306,18 @@ func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
 		case used >= d.Job.MaxAttempts:
 			w.deadLetter(ctx, h, ReasonMaxAttempts, fmt.Errorf("%d attempts spent", used))
 			return
-		case used+unsure(d, led) >= d.Job.MaxAttempts:
-			// Run now, the job could go past its budget: the holders not known
-			// dead may have died. Or one is alive, stalled by the
-			// infrastructure (its store reply lost, its lease lapsed meanwhile;
-			// taking it for dead dead-lettered healthy jobs, found by explore).
-			// Give the job back unrun until that holder speaks (its delivery
-			// ends) or its death is known (its slot restarts), a lease and a
-			// stalled call's bound at a time; the broker's delivery cap bounds
-			// the wait.
+		case unsure(d, led) > 0:
+			// A holder not known dead never ended its delivery. It may have
+			// died (its slot not restarted yet), or be alive and stalled by
+			// the infrastructure past its lease, its outcome on its way: a
+			// commit, the permanent error it is dead-lettering, a spent
+			// attempt. Running the job now could spend its budget on crashes
+			// no process had (a healthy job dead-lettered on Redis, found by
+			// explore) or retry a permanent error (on Redis and Postgres).
+			// Give it back unrun until that holder speaks (its delivery ends,
+			// or the job's outcome is stored) or its death is known (its slot
+			// restarts), a lease and a stalled call's bound at a time; the
+			// broker's delivery cap bounds the wait.
 			if _, err := w.settle(ctx, h, false); err != nil {
 				w.stopped(ctx, h, err)
 				return
@@ -444,14 +447,27 @@ func (w *Worker) overAge(ctx context.Context, h *held, last error) {
 }
 
 // giveBack ends the hold after an infrastructure failure: the delivery is
-// recorded in the ledger as the infrastructure's (one try: if that fails too,
-// the next delivery counts it as one the worker died in), and the job stays in
-// the broker, delivered again after its lease.
+// recorded in the ledger as the infrastructure's, and the job stays in the
+// broker, delivered again after its lease. The record is retried while the
+// store fails, for up to the job's age budget: until it lands, the job's next
+// deliveries cannot tell this live worker from a dead one and give the job
+// back unrun (a zombie resumed into a flapping store left its delivery
+// unended, and its job was dead-lettered at the delivery cap, found by
+// explore).
 func (w *Worker) giveBack(ctx context.Context, h *held) {
 	if ctx.Err() != nil || h.committed || h.spent || h.key == "" {
 		return
 	}
-	_, _ = w.settle(ctx, h, false)
+	start := w.Env.Now()
+	for n := 1; ; n++ {
+		_, err := w.settle(ctx, h, false)
+		if !infra(err) || ctx.Err() != nil || w.Env.Now().Sub(start) > h.budget {
+			return
+		}
+		if w.Env.Sleep(ctx, w.Policy.Backoff(n)) != nil {
+			return
+		}
+	}
 }
 
 // settle records in the ledger how the delivery ended without a terminal

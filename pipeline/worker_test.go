@@ -332,9 +332,9 @@ func TestWorkerAttemptBudget(t *testing.T) {
 		{name: "stubborn, no delivery count", p: Payload{FailTransient: -1}, noCount: true, extracts: 3, reason: ReasonMaxAttempts},
 		{name: "permanent", p: Payload{FailPermanent: true}, extracts: 1, reason: ReasonPermanent},
 		{name: "poison", p: Payload{Crash: true}, extracts: 3, reason: ReasonMaxAttempts, deliveries: 4},
-		// Nothing proves the crashes (the worker's slot never restarts): the job
-		// is given back unrun past its budget, until the broker's cap.
-		{name: "poison, no restart", p: Payload{Crash: true}, noRestart: true, extracts: 3, reason: ReasonMaxAttempts, deliveries: DeliveryCap(3) + 1},
+		// Nothing proves the crash (the worker's slot never restarts): the job
+		// is given back unrun, until the broker's cap.
+		{name: "poison, no restart", p: Payload{Crash: true}, noRestart: true, extracts: 1, reason: ReasonMaxAttempts, deliveries: DeliveryCap(3) + 1},
 		{name: "poison, lease replies lost", p: Payload{Crash: true}, queue: script{"lease": ".aa.a"}, extracts: 3, reason: ReasonMaxAttempts},
 		// Nothing witnesses the crash loop: unbounded, as retry.bounded reports.
 		{name: "poison, no delivery count", p: Payload{Crash: true}, noCount: true, extracts: 20},
@@ -459,8 +459,8 @@ func TestWorkerSpendNeverReleased(t *testing.T) {
 
 // A crash is believed only when it is known: an unended delivery whose
 // holder's slot has not restarted may be a live holder that infrastructure
-// stalled (found by explore: its store replies lost, its lease lapsed). Until
-// then a job its crashes would take to its budget is given back unrun.
+// stalled (found by explore: its store replies lost, its lease lapsed), its
+// outcome still on its way. Until then the job is given back unrun.
 func TestWorkerCrashNeedsProof(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
@@ -477,6 +477,12 @@ func TestWorkerCrashNeedsProof(t *testing.T) {
 			then: func(ctx context.Context, s *MemStore, job string) error { return s.Started(ctx, "x.1") }},
 		{name: "nothing is heard of the holder",
 			then: func(context.Context, *MemStore, string) error { return nil }},
+		// The holder's dead-letter (a permanent error) lands late: the job is
+		// not run again (permanent_retried, found by explore on Redis).
+		{name: "the holder's dead-letter lands", wantDead: 1,
+			then: func(ctx context.Context, s *MemStore, job string) error {
+				return s.DeadLetter(ctx, DeadLetterRecord{JobID: job, Tenant: "acme", Reason: ReasonPermanent})
+			}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
