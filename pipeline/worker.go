@@ -317,8 +317,10 @@ func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
 			// Give it back unrun until that holder speaks (its delivery ends,
 			// or the job's outcome is stored) or its death is known (its slot
 			// restarts), a lease and a stalled call's bound at a time; the
-			// broker's delivery cap bounds the wait.
-			if _, err := w.settle(ctx, h, false); err != nil {
+			// broker's delivery cap bounds the wait. Its own give-back must
+			// land in the ledger (retried while the store fails), or it would
+			// be one more delivery of a live holder that never ended.
+			if err := w.try(ctx, h, func(ctx context.Context) error { _, err := w.settle(ctx, h, false); return err }); err != nil {
 				w.stopped(ctx, h, err)
 				return
 			}

@@ -464,11 +464,19 @@ func TestWorkerSpendNeverReleased(t *testing.T) {
 func TestWorkerCrashNeedsProof(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
+		ends        string // the store's script for End (the worker's give-back)
 		then        func(ctx context.Context, s *MemStore, job string) error
 		wantResults int
 		wantDead    int
 	}{
 		{name: "the stalled holder ends its delivery", wantResults: 1,
+			then: func(ctx context.Context, s *MemStore, job string) error {
+				_, err := s.End(ctx, job, "x/3", false)
+				return err
+			}},
+		// The worker's own give-back lands though the store refuses it once
+		// and loses it once: left unended, it would be a live holder's.
+		{name: "the give-back is retried", ends: "uA", wantResults: 1,
 			then: func(ctx context.Context, s *MemStore, job string) error {
 				_, err := s.End(ctx, job, "x/3", false)
 				return err
@@ -486,7 +494,7 @@ func TestWorkerCrashNeedsProof(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			r := newRig(nil, nil, false)
+			r := newRig(nil, script{"end": tt.ends}, false)
 			job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
 			// Two attempts spent by worker x, a third begun by it and not ended;
 			// the broker counted three deliveries.
