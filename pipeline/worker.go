@@ -236,6 +236,31 @@ func (w *Worker) announce(ctx context.Context) bool {
 	return true
 }
 
+// awaitHolders holds the delivery while a holder of the job that may be alive
+// (Ledger.Unsure) has not spoken, for up to a lease and a stalled call's
+// bound: most often that holder died and its slot is restarting, and its
+// start settles the question at once. The ledger is read again (Begin, the
+// same delivery: idempotent) every poll, the lease kept alive meanwhile.
+// Waiting here, not by giving the job back, keeps a broker that redelivers
+// at once (RabbitMQ requeues a nack immediately) from counting a delivery
+// every poll: RabbitMQ's delivery limit dead-lettered jobs whose holder had
+// just been killed, 2026-12-06.
+func (w *Worker) awaitHolders(ctx context.Context, h *held, led Ledger) (Ledger, error) {
+	until := w.Env.Now().Add(w.Lease + w.CallTimeout)
+	for unsure(h.d, led) > 0 && !led.Terminal && !led.Committed && w.Env.Now().Before(until) {
+		if err := w.Env.Sleep(ctx, max(w.Poll, 50*time.Millisecond)); err != nil {
+			return led, err
+		}
+		w.keepAlive(ctx, h)
+		next, err := w.begin(ctx, h)
+		if err != nil {
+			return led, err
+		}
+		led = next
+	}
+	return led, nil
+}
+
 // begin fences the delivery and reads the job's ledger (recorded as the fence,
 // its value the ledger), retried in place while the store fails.
 func (w *Worker) begin(ctx context.Context, h *held) (Ledger, error) {
@@ -287,6 +312,14 @@ func (w *Worker) handle(ctx context.Context, h *held, led Ledger, kerr error) {
 	if kerr != nil {
 		w.deadLetter(ctx, h, ReasonInvalidJob, kerr)
 		return
+	}
+	if !w.Sabotage.UnboundedRetry && !led.Terminal && !h.committed && unsure(d, led) > 0 {
+		var err error
+		if led, err = w.awaitHolders(ctx, h, led); err != nil {
+			w.stopped(ctx, h, err)
+			return
+		}
+		h.committed = led.Committed
 	}
 	if led.Terminal {
 		w.ack(ctx, h) // dead-lettered or cancelled before: only the ack was missing

@@ -585,3 +585,52 @@ func TestWorkerRenewsALeaseAnsweredLate(t *testing.T) {
 		})
 	}
 }
+
+// A delivery that finds a holder not known dead waits for it in place, the
+// ledger read again: the holder's slot restarting meanwhile settles it within
+// the same delivery. Given back at once instead, a broker that redelivers a
+// nack immediately (RabbitMQ) counted a delivery every time, up to its
+// delivery limit.
+func TestWorkerAwaitsAnUnsureHolderInPlace(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(nil, nil, false)
+	job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
+	for a := 1; a <= 3; a++ { // two attempts spent by x, a third begun and not ended
+		d, err := r.q.Lease(ctx, testLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := fmt.Sprintf("x/%d", a)
+		if _, err := r.store.Begin(ctx, job.ID, d.Token, del, d.Attempt); err != nil {
+			t.Fatal(err)
+		}
+		if a < 3 {
+			if _, err := r.store.End(ctx, job.ID, del, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.q.Nack(ctx, d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sleep, sleeps := r.w.Env.Sleep, 0
+	r.w.Env.Sleep = func(ctx context.Context, d time.Duration) error {
+		if sleeps++; sleeps == 3 { // x's slot restarts while the delivery waits
+			if err := r.store.Started(ctx, "x.2"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sleep(ctx, d)
+	}
+	if worked, err := r.w.Step(ctx); !worked || err != nil {
+		t.Fatalf("step: %v, %v", worked, err)
+	}
+	st := r.state(t)
+	if len(st.DeadLetters) != 1 || r.count(history.Extract, history.Invoke, "") != 0 || r.count(history.Nack, history.Invoke, "") != 0 {
+		t.Fatalf("dead letters %+v, executions %d, nacks %d: want the job dead-lettered by the one delivery, unrun (x died: 3 attempts spent)",
+			st.DeadLetters, r.count(history.Extract, history.Invoke, ""), r.count(history.Nack, history.Invoke, ""))
+	}
+	if got := r.count(history.Fence, history.OK, ""); got < 3 {
+		t.Errorf("the ledger was read %d times, want it read again while the delivery waited", got)
+	}
+}
