@@ -172,6 +172,14 @@ func TestProxyForwardsAndLosesReplies(t *testing.T) {
 	}
 	set(3*time.Minute + time.Second)   // partition
 	time.Sleep(100 * time.Millisecond) // the proxy's watcher closes the listener
+	// Its port stays claimed meanwhile: no other durachk process takes it
+	// (ports.Claim's name for it), so a client dialing it is refused, never
+	// sent to another run's proxy.
+	_, port, _ := net.SplitHostPort(p.Addr())
+	if claim, err := net.Listen("unix", "@durachk-port-"+port); err == nil {
+		claim.Close()
+		t.Error("the proxy's port is unclaimed while its link is down")
+	}
 	if c2, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		_, rerr := roundTrip(c2, "during partition")
 		c2.Close()

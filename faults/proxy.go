@@ -3,8 +3,11 @@ package faults
 import (
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/durachk/durachk/internal/ports"
 )
 
 // Why durachk has its own proxy rather than toxiproxy embedded: toxiproxy's
@@ -35,21 +38,24 @@ type Proxy struct {
 	// Also are further links whose partitions and blackholes apply to this
 	// proxy too: the links of the nodes at either end of a replication link.
 	Also []*Link
-	// Listen is the address to listen on; "" is a free port on 127.0.0.1.
+	// Listen is the address to listen on; "" is a port on 127.0.0.1 claimed
+	// for the proxy's life (ports.Claim): the proxy gives it up while its
+	// link is down, and nothing else may take it meanwhile.
 	Listen string
 	// OnFault, if set, is told of every fault applied (kind, count).
 	OnFault func(kind string)
 	Now     func() time.Time
 
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-	closed bool
-	down   bool
-	c      Counters
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	addr    string
+	release func() // of the claim on the port, at Close
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]bool
+	closed  bool
+	down    bool
+	c       Counters
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // Start listens on a free loopback port.
@@ -57,11 +63,25 @@ func (p *Proxy) Start() error {
 	if p.Now == nil {
 		p.Now = time.Now
 	}
-	listen := p.Listen
-	if listen == "" {
-		listen = "127.0.0.1:0"
+	var ln net.Listener
+	var err error
+	p.release = func() {}
+	if p.Listen != "" {
+		ln, err = net.Listen("tcp", p.Listen)
 	}
-	ln, err := net.Listen("tcp", listen)
+	// A claimed port may still be bound by a process that is not durachk's
+	// between the claim's check and the listen: claim another.
+	for try := 0; p.Listen == "" && (try == 0 || err != nil && try < 10); try++ {
+		port, release, cerr := ports.Claim("127.0.0.1")
+		if cerr != nil {
+			return cerr
+		}
+		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+			release()
+			continue
+		}
+		p.release = release
+	}
 	if err != nil {
 		return err
 	}
@@ -93,7 +113,8 @@ func (p *Proxy) fault(kind string, add func(c *Counters)) {
 
 // watch applies partitions: when a down window starts it closes the listener
 // (new connections are refused) and cuts every live connection; when it ends
-// it listens again on the same port.
+// it listens again on the same port, which its claim kept from every other
+// durachk process meanwhile (Listen).
 func (p *Proxy) watch() {
 	defer p.wg.Done()
 	t := time.NewTicker(5 * time.Millisecond)
@@ -392,5 +413,8 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.wg.Wait()
+	if p.release != nil {
+		p.release()
+	}
 	return nil
 }

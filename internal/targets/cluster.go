@@ -14,6 +14,7 @@ import (
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/internal/ports"
 )
 
 // Replicated topologies. A target names one with the private-cluster.* knobs
@@ -211,8 +212,8 @@ func LoopbackBlock(runID string) string {
 }
 
 // FreePortOn returns a port free on the loopback address ip, and on every
-// other address too (freePort).
-func FreePortOn(ip string) (int, error) { return freePort(ip) }
+// other address too (ports.Free).
+func FreePortOn(ip string) (int, error) { return ports.Free(ip) }
 
 // startAll runs start for every item at once and joins the errors.
 func startAll[T any](items []T, start func(T) error) error {

@@ -3,14 +3,12 @@ package targets
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestStartErrorKeepsWhatTheServerSaid: a private process that exits while
@@ -72,85 +70,4 @@ func TestStartErrorKeepsTheEnd(t *testing.T) {
 	if got := string(readTail(f, 4)); got != "6789" {
 		t.Errorf("readTail = %q, want 6789", got)
 	}
-}
-
-// TestFreePortIsFreeEverywhere: a port held on another loopback address
-// (where this machine's private clusters listen) is not free: RabbitMQ's
-// distribution port check binds the wildcard address and would fail.
-func TestFreePortIsFreeEverywhere(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("no 127.0.0.2 here: %v", err)
-	}
-	defer l.Close()
-	held := l.Addr().(*net.TCPAddr).Port
-	if freeEverywhere(held) {
-		t.Errorf("port %d held on 127.0.0.2 is called free", held)
-	}
-	// The port is free on 127.0.0.1: what FreePort checked before.
-	if l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(held)); err != nil {
-		t.Skipf("the port is taken on 127.0.0.1 too: %v", err)
-	} else {
-		l2.Close()
-	}
-	for range 50 {
-		port, err := FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !freeEverywhere(port) || port == held {
-			t.Fatalf("FreePort returned %d, not free on every address", port)
-		}
-	}
-}
-
-// A private broker's port comes from below the kernel's ephemeral range
-// (which any outgoing connection may take before the broker binds it), is
-// free on every address, and is never handed out twice in a row: a cluster
-// draws every node's ports before any node binds one. FreePortOn gives the
-// same, bindable on its address.
-func TestFreePortsAreStableAndDistinct(t *testing.T) {
-	lo, hi := stablePorts()
-	if hi <= lo {
-		t.Skipf("the ephemeral range starts at %d: no room below it", hi)
-	}
-	seen := map[int]bool{}
-	for i := range 300 {
-		get := FreePort
-		if i%2 == 1 {
-			get = func() (int, error) { return FreePortOn("127.0.0.1") }
-		}
-		port, err := get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if port < lo || port >= hi {
-			t.Fatalf("port %d is outside %d–%d (the kernel's ephemeral range starts at %d)", port, lo, hi-1, hi)
-		}
-		if seen[port] {
-			t.Fatalf("port %d handed out twice", port)
-		}
-		seen[port] = true
-	}
-	d := drawnPorts{at: map[int]reservation{}}
-	if !d.take(9871) || d.take(9871) {
-		t.Error("a port handed out is handed out again at once")
-	}
-	// Another process (as another process would: its own drawn) cannot take
-	// it while this one holds it.
-	other := drawnPorts{at: map[int]reservation{}}
-	if other.take(9871) {
-		t.Error("a port reserved by one drawnPorts is handed out by another")
-	}
-	r := d.at[9871]
-	r.at = time.Now().Add(-11 * time.Minute)
-	d.at[9871] = r
-	if !d.take(9871) {
-		t.Error("a port handed out eleven minutes ago is still held back")
-	}
-	d.at[9871].release()
-	if !other.take(9871) {
-		t.Error("a released port cannot be taken by another")
-	}
-	other.at[9871].release()
 }
