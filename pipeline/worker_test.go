@@ -457,6 +457,32 @@ func TestWorkerSpendNeverReleased(t *testing.T) {
 	}
 }
 
+// heldByX records what worker x did with job, through the rig's queue and
+// store: two attempts spent, a third begun and never ended; the broker
+// counted three deliveries.
+func (r *rig) heldByX(t *testing.T, job adapters.Job) {
+	t.Helper()
+	ctx := context.Background()
+	for a := 1; a <= 3; a++ {
+		d, err := r.q.Lease(ctx, testLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := fmt.Sprintf("x/%d", a)
+		if _, err := r.store.Begin(ctx, job.ID, d.Token, del, d.Attempt); err != nil {
+			t.Fatal(err)
+		}
+		if a < 3 {
+			if _, err := r.store.End(ctx, job.ID, del, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.q.Nack(ctx, d, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A crash is believed only when it is known: an unended delivery whose
 // holder's slot has not restarted may be a live holder that infrastructure
 // stalled (found by explore: its store replies lost, its lease lapsed), its
@@ -496,26 +522,7 @@ func TestWorkerCrashNeedsProof(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(nil, script{"end": tt.ends}, false)
 			job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
-			// Two attempts spent by worker x, a third begun by it and not ended;
-			// the broker counted three deliveries.
-			for a := 1; a <= 3; a++ {
-				d, err := r.q.Lease(ctx, testLease)
-				if err != nil {
-					t.Fatal(err)
-				}
-				del := fmt.Sprintf("x/%d", a)
-				if _, err := r.store.Begin(ctx, job.ID, d.Token, del, d.Attempt); err != nil {
-					t.Fatal(err)
-				}
-				if a < 3 {
-					if _, err := r.store.End(ctx, job.ID, del, true); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := r.q.Nack(ctx, d, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r.heldByX(t, job)
 			if worked, err := r.w.Step(ctx); !worked || err != nil {
 				t.Fatalf("step: %v, %v", worked, err)
 			}
@@ -595,24 +602,7 @@ func TestWorkerAwaitsAnUnsureHolderInPlace(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(nil, nil, false)
 	job := r.enqueue(t, Payload{Doc: "d1", FailTransient: 2})
-	for a := 1; a <= 3; a++ { // two attempts spent by x, a third begun and not ended
-		d, err := r.q.Lease(ctx, testLease)
-		if err != nil {
-			t.Fatal(err)
-		}
-		del := fmt.Sprintf("x/%d", a)
-		if _, err := r.store.Begin(ctx, job.ID, d.Token, del, d.Attempt); err != nil {
-			t.Fatal(err)
-		}
-		if a < 3 {
-			if _, err := r.store.End(ctx, job.ID, del, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := r.q.Nack(ctx, d, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.heldByX(t, job)
 	sleep, sleeps := r.w.Env.Sleep, 0
 	r.w.Env.Sleep = func(ctx context.Context, d time.Duration) error {
 		if sleeps++; sleeps == 3 { // x's slot restarts while the delivery waits
