@@ -63,25 +63,8 @@ func (p *Proxy) Start() error {
 	if p.Now == nil {
 		p.Now = time.Now
 	}
-	var ln net.Listener
-	var err error
 	p.release = func() {}
-	if p.Listen != "" {
-		ln, err = net.Listen("tcp", p.Listen)
-	}
-	// A claimed port may still be bound by a process that is not durachk's
-	// between the claim's check and the listen: claim another.
-	for try := 0; p.Listen == "" && (try == 0 || err != nil && try < 10); try++ {
-		port, release, cerr := ports.Claim("127.0.0.1")
-		if cerr != nil {
-			return cerr
-		}
-		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
-			release()
-			continue
-		}
-		p.release = release
-	}
+	ln, err := p.listen()
 	if err != nil {
 		return err
 	}
@@ -90,6 +73,30 @@ func (p *Proxy) Start() error {
 	go p.accept(ln)
 	go p.watch()
 	return nil
+}
+
+// listen listens on Listen, or on a port it claims (setting p.release).
+func (p *Proxy) listen() (net.Listener, error) {
+	if p.Listen != "" {
+		return net.Listen("tcp", p.Listen)
+	}
+	var err error
+	// A claimed port may still be bound by a process that is not durachk's
+	// between the claim's check and the listen: claim another.
+	for try := 0; try < 10; try++ {
+		port, release, cerr := ports.Claim("127.0.0.1")
+		if cerr != nil {
+			return nil, cerr
+		}
+		ln, lerr := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if lerr == nil {
+			p.release = release
+			return ln, nil
+		}
+		release()
+		err = lerr
+	}
+	return nil, err
 }
 
 // Addr is host:port to give clients instead of the upstream.

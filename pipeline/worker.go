@@ -300,10 +300,10 @@ func crashes(d adapters.Delivery, led Ledger) int {
 // unsure is how many more of the job's earlier deliveries may have been
 // crashes (Ledger.Unsure), within the same bounds as crashes.
 func unsure(d adapters.Delivery, led Ledger) int {
-	c := crashes(d, led)
 	if d.Attempt <= 0 || led.Committed {
 		return 0
 	}
+	c := crashes(d, led)
 	return max(min(led.Unsure, led.Unended()-c, d.Attempt-1-c), 0)
 }
 

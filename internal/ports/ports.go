@@ -42,15 +42,9 @@ func Free(ip string) (int, error) {
 	lo, hi := stablePorts()
 	for try := 0; try < 200 && hi > lo; try++ {
 		port := lo + mrand.IntN(hi-lo)
-		if !drawn.take(port) || !freeEverywhere(port) {
-			continue
+		if drawn.take(port) && freeEverywhere(port) && bindable(ip, port) {
+			return port, nil
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
 	}
 	for try := 0; ; try++ {
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
