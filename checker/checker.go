@@ -839,6 +839,15 @@ func (c *Checker) classifyRedelivery(r *rop, j *job, p *procState) {
 		why = "broker_restart"
 	case prev.ended == open && c.degraded:
 		why = "failover" // the holder's calls blocked on a degraded cluster
+	case prev.ended == open && prev.broke:
+		// The holder renewed its lease only after it may have run out (its
+		// lease answer or a store call came late on a loaded machine): the
+		// broker may have queued the job for redelivery before the renewal
+		// and answered it OK all the same (JetStream, beside two busy loops:
+		// a 1 s lease answered 1.05 s after its ask, renewed 0.4 s later,
+		// the job handed to another worker 6 ms after that). Late, not
+		// preempted.
+		why = "lease_expiry"
 	case prev.ended == open && prev.lapsed(p.leaseInvT):
 		// The holder was renewing its lease, and its own last renewal had
 		// definitely run out when this lease was asked for: late, not preempted.
@@ -1223,8 +1232,10 @@ func (c *Checker) ack(op *history.Op, pos uint32, j *job, p *procState, invPos u
 			// its answer came after the lease, counted from the lease's ask,
 			// may have run out (seen on the SQS emulator beside two busy
 			// loops: a delete asked within the lease, answered OK 1.6 s after
-			// it ran out, the job handed out again).
-			d.ackLate = d.ackLate || d.mayHaveRunOut(op.T)
+			// it ran out, the job handed out again), or after a renewal that
+			// came too late to keep it (broke: JetStream had handed the job
+			// out again before the ack).
+			d.ackLate = d.ackLate || d.broke || d.mayHaveRunOut(op.T)
 			d.ackCut = d.ackCut || c.primaryCut
 			d.ackDown = d.ackDown || c.brokerDown
 		}

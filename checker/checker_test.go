@@ -581,6 +581,49 @@ func baseCases() []testCase {
 			opts:  relay,
 		},
 		{
+			// Renewed only after its lease may have run out (a slow store call
+			// on a loaded machine): the broker may have queued the job for
+			// redelivery first and still answered the renewal OK (JetStream's
+			// +WPI). Late, not preempted, though the latest renewal is live.
+			name: "a holder whose renewal came after its lease may have run out",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(11e9).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				wait(1e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
+		},
+		{
+			// Its negative control: every renewal asked before the one before
+			// it could have run out; the chain is unbroken.
+			name: "a holder whose renewals each came in time",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).
+				rec(history.Op{Process: "w1", Type: history.Invoke, F: history.Extract, Job: "a", Key: keyA, Token: 1, Value: "1"}).
+				wait(9e9).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				wait(9e9).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				wait(1e9).finish("w2", "a", keyA, 2).apply("a", keyA, "applied"),
+			final: committed("a", keyA, "acme"),
+			opts:  relay,
+			want:  Preempted,
+		},
+		{
+			// An ack after such a late renewal: the broker may have handed the
+			// job out again before it, whatever it answered.
+			name: "a duplicate after an ack that followed a late renewal",
+			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
+				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).
+				wait(11e9).pair("w1", history.OK, history.Extend, "a", keyA, 1, "10000", "").
+				commit("w1", "a", keyA, 1, "new").ack("w1", "a", keyA, 1).
+				deliver("w2", "a", keyA, 2).extract("w2", "a", keyA, 2).commit("w2", "a", keyA, 2, "deduped").ack("w2", "a", keyA, 2).
+				apply("a", keyA, "applied"),
+			final:     committed("a", keyA, "acme"),
+			opts:      relay,
+			explained: "lease_expiry",
+		},
+		{
 			name: "a restarted worker's predecessor held nothing any more",
 			ops: newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).
 				deliver("w1", "a", keyA, 1).extract("w1", "a", keyA, 1).

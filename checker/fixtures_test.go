@@ -81,6 +81,16 @@ var fixtures = []fixture{
 	// first delivery, granted before the second, reached w1 late. Judged
 	// preempted then; clean: no preemption can be shown.
 	{name: "nats-late-lease-older-token", contract: "retry.bounded", target: recordedOnly},
+	// Kept as recorded: nats-jetstream partition.ambiguous (seed 1, 1 s
+	// leases, --parallel 8 beside two busy loops), 2026-12-06. w2's lease of
+	// job-005, asked at +6.455 s, answered at +7.509 s, renewed at +7.916 s
+	// (answered OK); w3 leased it 6 ms later. w3's lease of job-004, asked at
+	// +6.293 s, was renewed at +7.510 s and acked at +7.922 s; w2 was handed
+	// it at +8.142 s (a message JetStream had given its earlier pull). Judged
+	// preempted and unexplained_duplicate then; clean: each renewal came
+	// after its lease may have run out, and JetStream answers a renewal of a
+	// message it already queued for redelivery OK.
+	{name: "nats-late-renewal", contract: "partition.ambiguous", target: recordedOnly},
 }
 
 // recordedOnly marks a fixture that -update keeps as it is.

@@ -61,6 +61,13 @@ type delivery struct {
 	// late, e.g. a commit that waits for a synchronous standby through a
 	// failover). extInvT is the pending renewal's invoke.
 	renewInvT, extInvT int64
+	// broke: a renewal was asked after the lease, counted from its latest
+	// lease or renewal ask, may have run out. The broker may have queued the
+	// job for redelivery by then and still answer the late renewal OK
+	// (JetStream's +WPI restarts the timer of a message already waiting in
+	// its redelivery queue, which hands it out at the next pull): from then
+	// on, the lease is not known to be unbroken.
+	broke bool
 }
 
 // renewed records a lease or extend ok of the delivery (its value is the
@@ -77,6 +84,9 @@ func (d *delivery) renewed(op *history.Op) {
 	}
 	if inv <= 0 || inv > op.T {
 		inv = op.T // no invoke recorded: the answer's time
+	}
+	if op.F == history.Extend && d.mayHaveRunOut(inv) {
+		d.broke = true
 	}
 	d.renewOK, d.renewFor, d.renewInvT = op.T, ms*int64(time.Millisecond), inv
 }
