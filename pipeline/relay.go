@@ -195,8 +195,17 @@ func isUnavailable(err error) bool { return err != nil && errors.Is(err, adapter
 // Consumer applies each event id at most once, using the store's dedupe table.
 // Not safe for concurrent use: one relay drives it.
 type Consumer struct {
-	Env      *Env
-	Store    Store
+	Env   *Env
+	Store Store
+	// Life tells this consumer apart from earlier ones of the same name
+	// (Env.Process): the process it runs in, where that restarts (the
+	// runner restarts a crashed relay as relay.2, its consumer with it).
+	// Each application is named
+	// after both, and a restarted consumer counting its applications from 1
+	// again must not take an earlier life's for its own: it did, and called
+	// a republished event's repeat a first application (a false
+	// duplicate_apply on nats-jetstream outbox.relay beside two busy loops).
+	Life     string
 	Sabotage Sabotage
 	seq      int
 	// unknown holds, per event, the application whose reply was lost: the next
@@ -218,7 +227,11 @@ func (c *Consumer) Handle(ctx context.Context, e Event) error {
 	by, again := c.unknown[e.ID]
 	if !again {
 		c.seq++
-		by = c.Env.Process + "/" + strconv.Itoa(c.seq)
+		by = c.Env.Process
+		if c.Life != "" {
+			by += "@" + c.Life
+		}
+		by += "/" + strconv.Itoa(c.seq)
 	}
 	first, err := c.Store.ApplyEvent(ctx, e.ID, by)
 	if err != nil {

@@ -77,3 +77,41 @@ func TestRelayChannelFailuresSpendNoEventBudget(t *testing.T) {
 		})
 	}
 }
+
+// A consumer restarted under the same name counts its applications from 1
+// again; named after its life too, it still takes a republished event's
+// repeat for one (the relay crashed between publish and mark). Without a
+// life of its own, it took the earlier life's application for its own.
+func TestRestartedConsumerDropsARepeat(t *testing.T) {
+	tests := []struct {
+		name        string
+		first, next string // the two lives
+		want        string // the second application's outcome
+	}{
+		{name: "a new life", first: "relay", next: "relay.2", want: "dropped"},
+		{name: "the same life again (no restart)", first: "relay", next: "relay", want: "applied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			log := &history.Log{}
+			store := NewMemStore(MemStoreOptions{})
+			e := Event{ID: "ev:acme:d1:v1", JobID: "j1", Key: "acme:d1:v1"}
+			for _, life := range []string{tt.first, tt.next} {
+				c := &Consumer{Env: &Env{Process: "consumer", Rec: log, Now: time.Now}, Store: store, Life: life}
+				if err := c.Handle(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, op := range log.Ops() {
+				if op.F == history.Apply && op.Type == history.OK {
+					got = append(got, op.Value)
+				}
+			}
+			if len(got) != 2 || got[0] != "applied" || got[1] != tt.want {
+				t.Errorf("applications %v, want [applied %s]", got, tt.want)
+			}
+		})
+	}
+}

@@ -159,7 +159,8 @@ func Child(ctx context.Context, configPath string) error {
 			CommitAck: targets.CommitAcker(cfg.Spec, q, store)}
 		return wk.Run(ctx)
 	case RoleRelay:
-		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store, Sabotage: cfg.Sabotage}
+		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store,
+			Life: cfg.Process, Sabotage: cfg.Sabotage}
 		// The channel is the relay's connection to the store, where the consumer
 		// applies events; the probe is a cheap read over it.
 		r := &pipeline.Relay{Env: env, Store: store, Hooks: hooks, Publish: consumer.Handle, Batch: 8, Poll: cfg.Poll,
