@@ -183,7 +183,6 @@ type Queue struct {
 	opts               Options
 	caps               adapters.Capabilities
 	version            string
-	pulls              *puller
 	pullReq            []byte       // the pull request for this server's version
 	ackWait            atomic.Int64 // the consumer's AckWait as last set or read, ns
 	epoch              atomic.Pointer[epoch]
@@ -230,10 +229,6 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	q.nc, q.js, q.runID, q.stream, q.dlq, q.evs = nc, js, runID, s, DLQStreamName(runID), EventsStream(runID)
 	q.subj, q.dlqSubj, q.idx = jobsSubject(runID), dlqSubject(runID), indexSubject(runID)
 	q.next, q.opts, q.version = "$JS.API.CONSUMER.MSG.NEXT."+s+"."+ConsumerName, opts, nc.ConnectedServerVersion()
-	if q.pulls, err = newPuller(nc); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("nats: %w", err)
-	}
 	if err := q.ensure(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %w", err)
@@ -638,7 +633,7 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 		}
 		return none, opErr("lease", none, err)
 	}
-	m, late, err := q.pull(ctx)
+	m, err := q.pull(ctx)
 	if missing(err) {
 		return none, opErr("lease", none, q.recreate(ctx))
 	}
@@ -662,62 +657,64 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 			fmt.Errorf("nats: malformed message %d: %v", meta.streamSeq, err))
 	}
 	d.Token, d.Attempt, d.Receipt = meta.delivered, int(meta.delivered), m.Reply
-	if late {
-		// The server delivered it to an earlier, abandoned pull, and its ack
-		// wait runs since then, not since this Lease: restarted now (+WPI),
-		// the lease is the one this Lease asked for. Without it, a worker
-		// starved past its pull's expiry (a loaded CI run) took a message
-		// whose ack wait was half spent, and the server gave it to another
-		// worker 2 s after this Lease: a false preempted. If the restart
-		// fails, the lease may be shorter than asked, as before.
-		_ = q.respond(ctx, "lease", d, []byte("+WPI"))
-	}
 	return d, nil
 }
 
 // pull sends a pull request and waits for its answer: a message, or a
-// status saying there is none. The server delivers a pulled message under the
-// message's own subject on the requester's subscription, so it cannot be
-// matched to its request by subject: every pull of the queue replies to one
-// subscription (puller), a status is matched to its request by its reply
-// subject, and a message goes to whichever pull is waiting. A request the
-// server leaves unanswered past its expiry is sent again: nats-server 2.9
-// drops a pull request, unanswered, that expired as a message nacked with a
-// delay came due (docs/nats.md). A late answer to an abandoned request is not lost: the next
-// pull takes it, and says it is late (delivered before this pull).
-func (q *Queue) pull(ctx context.Context) (m *natsgo.Msg, late bool, err error) {
+// status saying there is none. A request the server leaves unanswered past
+// its expiry is sent again: nats-server 2.9 drops a pull request, unanswered,
+// that expired as a message nacked with a delay came due (docs/nats.md).
+//
+// The pulls of one Lease reply to a subscription of that Lease alone, ended
+// when it returns: the server delivers a pulled message under the message's
+// own subject, so only the subscription tells which Lease asked for it. A
+// message that answers a pull after its Lease gave up reaches nobody (the
+// client has no subscription for it) and the server delivers it again after
+// its ack wait, as when a pull's reply is lost. So every message a Lease
+// returns was delivered after that Lease was asked for, and its lease,
+// counted from the ask, is not longer than the server's. Taking such a late
+// message in the next Lease instead (until 2026-12-06, with +WPI to restart
+// its ack wait) gave a lease that had begun before it was asked for and that
+// the server might already have handed to another worker (its ack wait ran
+// out while the message waited for a Lease, and +WPI then restarted the other
+// worker's): preempted and unexplained_duplicate, beside two busy loops.
+func (q *Queue) pull(ctx context.Context) (*natsgo.Msg, error) {
 	ctx, cancel := q.reqCtx(ctx)
 	defer cancel()
-	p := q.pulls
-	select {
-	case m := <-p.msgs:
-		return m, true, nil
-	default:
+	inbox := q.nc.NewInbox()
+	answers := make(chan *natsgo.Msg, pullAnswers)
+	sub, err := q.nc.ChanSubscribe(inbox+".*", answers)
+	if err != nil {
+		return nil, err
 	}
+	defer func() { _ = sub.Unsubscribe() }()
 	resend := time.NewTimer(time.Hour)
 	defer resend.Stop()
-	for {
-		reply, status := p.open()
+	for n := 1; ; n++ {
+		reply := inbox + "." + strconv.Itoa(n)
 		if err := q.nc.PublishRequest(q.next, reply, pullRequest); err != nil {
-			p.close(reply)
-			return nil, false, err
+			return nil, err
 		}
 		resend.Reset(pullExpiry + pullGrace)
-		var m *natsgo.Msg
-		select {
-		case m = <-p.msgs:
-		case m = <-status:
-		case <-resend.C:
-		case <-ctx.Done():
-		}
-		p.close(reply)
-		switch {
-		case m != nil && m.Header.Get(headerStatus) == "503":
-			return nil, false, natsgo.ErrNoResponders
-		case m != nil:
-			return m, false, nil
-		case ctx.Err() != nil:
-			return nil, false, lostConn(ctx, ctx.Err())
+	wait:
+		for {
+			select {
+			case m := <-answers:
+				if m.Header.Get(headerStatus) == "" || len(m.Data) > 0 {
+					return m, nil // a message: this Lease's, whichever of its pulls it answers
+				}
+				if m.Subject != reply {
+					continue // the status of a pull sent again since: it says nothing now
+				}
+				if m.Header.Get(headerStatus) == "503" {
+					return nil, natsgo.ErrNoResponders
+				}
+				return m, nil
+			case <-resend.C:
+				break wait
+			case <-ctx.Done():
+				return nil, lostConn(ctx, ctx.Err())
+			}
 		}
 	}
 }
@@ -726,62 +723,11 @@ func (q *Queue) pull(ctx context.Context) (m *natsgo.Msg, late bool, err error) 
 // before the request is sent again.
 const pullGrace = 250 * time.Millisecond
 
-// puller is the queue's one reply subscription for pull requests.
-type puller struct {
-	prefix string // request n replies to prefix.n
-	mu     sync.Mutex
-	n      uint64
-	status map[string]chan *natsgo.Msg // open requests by reply subject
-	msgs   chan *natsgo.Msg            // pulled messages, whichever request they answer
-}
-
-func newPuller(nc *natsgo.Conn) (*puller, error) {
-	p := &puller{prefix: nc.NewInbox(), status: map[string]chan *natsgo.Msg{}, msgs: make(chan *natsgo.Msg, 1024)}
-	if _, err := nc.Subscribe(p.prefix+".*", p.deliver); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// open is a new request's reply subject and the channel its status comes on.
-func (p *puller) open() (string, chan *natsgo.Msg) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n++
-	reply := p.prefix + "." + strconv.FormatUint(p.n, 10)
-	ch := make(chan *natsgo.Msg, 1)
-	p.status[reply] = ch
-	return reply, ch
-}
-
-func (p *puller) close(reply string) {
-	p.mu.Lock()
-	delete(p.status, reply)
-	p.mu.Unlock()
-}
-
-// deliver routes an answer: a status to its request, if still open (the
-// status of an abandoned request says nothing now); a message to the pulls.
-// Should 1024 messages go unclaimed, the next is dropped and redelivered
-// after its ack wait.
-func (p *puller) deliver(m *natsgo.Msg) {
-	if m.Header.Get(headerStatus) != "" && len(m.Data) == 0 {
-		p.mu.Lock()
-		ch := p.status[m.Subject]
-		p.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- m:
-			default:
-			}
-		}
-		return
-	}
-	select {
-	case p.msgs <- m:
-	default:
-	}
-}
+// pullAnswers bounds the answers a Lease's subscription holds unread: one
+// per pull it sent, each answered once (a message or a status); the client
+// drops what does not fit, and a dropped message comes again after its ack
+// wait.
+const pullAnswers = 64
 
 // recreate re-creates the run's streams and consumer when they are gone (a
 // restarted server without persistence): the lease finds nothing this time.

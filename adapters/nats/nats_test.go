@@ -547,14 +547,15 @@ func TestNackDelayWhilePolling(t *testing.T) {
 	t.Logf("nats-server %s: %d of 100 redeliveries repeated delivery count 1", q.version, repeats)
 }
 
-// A message the server delivered to an abandoned pull (its worker starved past
-// the pull's expiry) waits for the next pull, its ack wait running since the
-// delivery. Lease restarts it (+WPI): the lease runs from the Lease that took
-// the message, as the history records it, not from the delivery before it.
-// Without the restart the server gave the job to another worker while the
-// holder's recorded lease was young: a false preempted in a loaded CI gate.
-func TestLateAnswerGetsAFreshAckWait(t *testing.T) {
-	wait := time.Duration(float64(3*time.Second) * queuetest.LoadFactor())
+// A message the server delivered to a pull its Lease gave up on (its worker
+// starved past the pull's expiry) reaches no Lease: each Lease's pulls reply
+// to a subscription of its own, gone when it returns. The server delivers it
+// again after its ack wait, with the next delivery count, as after a lost
+// pull reply. A later Lease that took it instead held a lease begun before it
+// asked, which the server could have handed to another worker already: a
+// false preempted and unexplained_duplicate in loaded runs (docs/nats.md).
+func TestAbandonedPullsMessageComesAgainAfterItsAckWait(t *testing.T) {
+	wait := time.Duration(float64(2*time.Second) * queuetest.LoadFactor())
 	q := newQueue(t, Options{AckWait: wait})
 	ctx := context.Background()
 	if err := q.Enqueue(ctx, adapters.Job{ID: "late", Tenant: "acme", DocumentID: "d", Version: 1, MaxAttempts: 3}); err != nil {
@@ -563,32 +564,47 @@ func TestLateAnswerGetsAFreshAckWait(t *testing.T) {
 	if err := q.followLease(ctx, wait); err != nil {
 		t.Fatal(err)
 	}
-	// A pull its worker gave up on: the answer lands with no Lease waiting.
-	reply, _ := q.pulls.open()
-	if err := q.nc.PublishRequest(q.next, reply, pullRequest); err != nil {
+	// A Lease's pull whose answer comes after the Lease gave up on it.
+	inbox := q.nc.NewInbox()
+	answers := make(chan *natsgo.Msg, 4)
+	sub, err := q.nc.ChanSubscribe(inbox+".*", answers)
+	if err != nil {
 		t.Fatal(err)
 	}
-	q.pulls.close(reply)
-	for deadline := time.Now().Add(wait); len(q.pulls.msgs) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the abandoned pull got no message")
+	if err := q.nc.PublishRequest(q.next, inbox+".1", pullRequest); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-answers:
+		if m.Header.Get(headerStatus) != "" {
+			t.Fatalf("the pull was answered %s, not with the message", m.Header.Get(headerStatus))
 		}
+	case <-time.After(wait):
+		t.Fatal("the pull got no message")
 	}
 	delivered := time.Now()
-	time.Sleep(wait * 3 / 4)
-	d, err := q.Lease(ctx, wait)
-	if err != nil || d.Job.ID != "late" || d.Token != 1 {
-		t.Fatalf("Lease = %+v, %v: want the late message, first delivery", d, err)
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
 	}
-	leased := time.Now()
-	// Past the ack wait counted from the delivery, well within it from the Lease.
-	time.Sleep(time.Until(delivered.Add(wait * 3 / 2)))
-	if since := time.Since(leased); since >= wait {
-		t.Skipf("the machine stalled %v past the Lease (ack wait %v): nothing to tell", since, wait)
+	// Within its ack wait no Lease gets it: it is the abandoned pull's.
+	if d, err := q.Lease(ctx, wait); !errors.Is(err, adapters.ErrNoJob) {
+		if since := time.Since(delivered); since >= wait {
+			t.Skipf("the machine stalled %v past the delivery (ack wait %v): nothing to tell", since, wait)
+		}
+		t.Fatalf("Lease within the ack wait of the abandoned pull's message = %+v, %v: want no job", d, err)
 	}
-	if d2, err := q.Lease(ctx, wait); !errors.Is(err, adapters.ErrNoJob) {
-		t.Errorf("Lease %v after the late message was leased (%v after its delivery, ack wait %v) = %+v, %v: want no job (the holder's lease runs)",
-			time.Since(leased).Round(time.Millisecond), time.Since(delivered).Round(time.Millisecond), wait, d2, err)
+	// After it, the next Lease does, delivered a second time: nothing lost.
+	var d adapters.Delivery
+	for deadline := delivered.Add(3 * wait); ; time.Sleep(20 * time.Millisecond) {
+		if d, err = q.Lease(ctx, wait); !errors.Is(err, adapters.ErrNoJob) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || d.Job.ID != "late" || d.Token != 2 {
+		t.Fatalf("Lease after the ack wait = %+v, %v: want the message, second delivery", d, err)
+	}
+	if since := time.Since(delivered); since < wait {
+		t.Errorf("delivered again %v after the abandoned pull's delivery, within its ack wait %v", since, wait)
 	}
 	if err := q.Ack(ctx, d); err != nil {
 		t.Fatal(err)
