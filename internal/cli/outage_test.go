@@ -214,21 +214,31 @@ func stoppedRun(t *testing.T, bin, server, other string, cs []string, expected m
 	return ok
 }
 
-// dropRunRegistry drops the store schema a run keeps for a broker that never
-// came back (durachk_<run id>).
+// dropRunRegistry drops the store schemas a run keeps for a broker that never
+// came back: the command's (durachk_<run id>) and its contracts' runs'.
 func dropRunRegistry(t *testing.T, runID string) {
 	t.Helper()
 	if runID == "" {
 		return
 	}
 	ctx := context.Background()
-	db, err := pgdb.Open(ctx, os.Getenv("DURACHK_PG_URL"), pgdb.Options{MaxConns: 1})
+	url := os.Getenv("DURACHK_PG_URL")
+	// Each contract's run has an id of its own, registered with the
+	// command's as its parent: those of the stopped target kept theirs (a
+	// CI run left one behind when this dropped the command's alone).
+	kids, err := targets.RunsOf(ctx, url, []string{runID})
+	if err != nil {
+		t.Errorf("the runs of %s: %v", runID, err)
+	}
+	db, err := pgdb.Open(ctx, url, pgdb.Options{MaxConns: 1})
 	if err != nil {
 		t.Errorf("drop the run's registry: %v", err)
 		return
 	}
 	defer db.Close()
-	if err := db.DropSchema(ctx, "durachk_"+runID); err != nil {
-		t.Errorf("drop the run's registry: %v", err)
+	for _, id := range append([]string{runID}, kids...) {
+		if err := db.DropSchema(ctx, "durachk_"+id); err != nil {
+			t.Errorf("drop the registry of run %s: %v", id, err)
+		}
 	}
 }
