@@ -183,7 +183,6 @@ type Queue struct {
 	opts               Options
 	caps               adapters.Capabilities
 	version            string
-	pullReq            []byte       // the pull request for this server's version
 	ackWait            atomic.Int64 // the consumer's AckWait as last set or read, ns
 	epoch              atomic.Pointer[epoch]
 	mu                 sync.Mutex // serialises stream and consumer changes
