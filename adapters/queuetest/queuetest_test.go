@@ -76,7 +76,21 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := Check(tt.open, tt.f)
+			// A case that wants differences runs the scripts they name: the
+			// whole catalogue takes most of a minute of wall time, and the
+			// case that wants none runs it all (Check as a user calls it).
+			var keep func(Script) bool
+			if len(tt.wantErrs) > 0 {
+				keep = func(sc Script) bool {
+					for _, w := range tt.wantErrs {
+						if strings.HasPrefix(w, sc.Name+"/") {
+							return true
+						}
+					}
+					return false
+				}
+			}
+			err := check(tt.open, tt.f, keep)
 			if len(tt.wantErrs) == 0 {
 				if err != nil {
 					t.Fatalf("Check = %v, want nil", err)
