@@ -333,18 +333,7 @@ func TestAtlasViolationFirstInChromium(t *testing.T) {
 }
 
 // firstColOf is the leftmost x of a pixel of colour c (-1: none).
-func firstColOf(img image.Image, c [3]uint32) int {
-	b := img.Bounds()
-	for x := b.Min.X; x < b.Max.X; x++ {
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if r>>8 == c[0] && g>>8 == c[1] && bl>>8 == c[2] {
-				return x
-			}
-		}
-	}
-	return -1
-}
+func firstColOf(img image.Image, c [3]uint32) int { return firstPixel(img, c, true) }
 
 // longLines are the lines of a Markdown text outside code blocks longer
 // than AtlasLineWidth characters.

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/durachk/durachk/contracts"
 )
 
 // A reproduce command as a report shows it runs when pasted into a shell
@@ -82,5 +84,31 @@ func TestPasteCommandRunsInAShell(t *testing.T) {
 	want := "run\n--target\namqp://guest:p@ss@127.0.0.1:5672/?name=a&x=$y\n--seed\n1\n"
 	if string(out) != want {
 		t.Errorf("sh read %q as:\n%s\nwant:\n%s", cmd, out, want)
+	}
+}
+
+// A verdict cell names what was found: the properties with their counts (at
+// most two, the rest counted), and with trials how many had that verdict.
+func TestVerdictText(t *testing.T) {
+	lost := contracts.Violation{Property: "lost"}
+	tests := []struct {
+		r    contracts.Result
+		want string
+	}{
+		{contracts.Result{Verdict: contracts.Pass}, "pass"},
+		{contracts.Result{Verdict: contracts.Skipped, Trials: []contracts.Trial{{}, {}}}, "skipped"},
+		{contracts.Result{Verdict: contracts.Violated, Violations: []contracts.Violation{lost},
+			Stats: contracts.Stats{Violations: map[string]int{"lost": 20}}}, "lost ×20"},
+		{contracts.Result{Verdict: contracts.Violated, Violations: []contracts.Violation{lost, lost}}, "lost ×2"},
+		{contracts.Result{Verdict: contracts.Violated, Stats: contracts.Stats{Violations: map[string]int{
+			"lost": 3, "duplicate_effect": 1, "preempted": 2, "token_reissued": 1}}}, "lost ×3, duplicate_effect ×1 +2 more"},
+		{contracts.Result{Verdict: contracts.Violated, Stats: contracts.Stats{Violations: map[string]int{"lost": 4}},
+			Trials: []contracts.Trial{{Verdict: contracts.Pass}, {Verdict: contracts.Violated}, {Verdict: contracts.Violated}}}, "lost ×4 (2 of 3 trials)"},
+		{contracts.Result{Verdict: contracts.Unknown, Trials: []contracts.Trial{{Verdict: contracts.Pass}, {Verdict: contracts.Unknown}}}, "unknown (1 of 2 trials)"},
+	}
+	for _, tt := range tests {
+		if got := VerdictText(tt.r); got != tt.want {
+			t.Errorf("VerdictText(%s %v) = %q, want %q", tt.r.Verdict, tt.r.Stats.Violations, got, tt.want)
+		}
 	}
 }

@@ -189,23 +189,6 @@ func AtlasWanted(path string, minTrials int) (reports.AtlasWant, error) {
 	return w, nil
 }
 
-// AtlasURLs are the target URLs of the profiles of the profiles file at
-// path, by profile (credentials in them: never print them unredacted); a
-// profile whose variables are unset has none.
-func AtlasURLs(path string) (map[string]string, error) {
-	_, ps, err := loadAtlas(path, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, p := range ps {
-		if p.url != "" {
-			out[p.Name] = p.url
-		}
-	}
-	return out, nil
-}
-
 // atlasTarget turns a profile's target mapping into its URL through the
 // durachk.yaml parser, named after the profile.
 func atlasTarget(pf atlasProfileFile) (string, error) {
@@ -305,7 +288,7 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 		dir := filepath.Join(o.Out, p.Dir)
 		def := reports.ProfileDefinition(p.entry, p.Contracts)
 		if atlasDone(dir, idx.Seed, trials, p.Contracts, def) {
-			fmt.Fprintf(stderr, "durachk: atlas: %s: kept %s (complete, same seed, trials and contracts)\n", p.Name, filepath.Join(dir, "result.json"))
+			fmt.Fprintf(stderr, "durachk: atlas: %s: kept %s (complete and stamped: same definition, seed, trials and contracts)\n", p.Name, filepath.Join(dir, "result.json"))
 			kept++
 			continue
 		}

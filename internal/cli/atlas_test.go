@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,11 +15,9 @@ import (
 	"github.com/durachk/durachk/reports"
 )
 
-// TestAtlasProfilesParse: every profile of atlas/profiles.yaml is a target
-// durachk takes (its URL parses with its knobs, given the loopback URLs
-// .ci/services.sh exports), says what a team would choose it for, and every
-// broker kind of the docs has profiles; SQS is marked as the emulator.
-func TestAtlasProfilesParse(t *testing.T) {
+// loopbackEnv sets the brokers' URLs as .ci/services.sh exports them, for
+// the test only (config's ${VAR}).
+func loopbackEnv(t *testing.T) {
 	env := map[string]string{
 		"DURACHK_PG_URL":    "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 		"DURACHK_REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -28,7 +28,15 @@ func TestAtlasProfilesParse(t *testing.T) {
 	}
 	old := config.Getenv
 	config.Getenv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	defer func() { config.Getenv = old }()
+	t.Cleanup(func() { config.Getenv = old })
+}
+
+// TestAtlasProfilesParse: every profile of atlas/profiles.yaml is a target
+// durachk takes (its URL parses with its knobs, given the loopback URLs
+// .ci/services.sh exports), says what a team would choose it for, and every
+// broker kind of the docs has profiles; SQS is marked as the emulator.
+func TestAtlasProfilesParse(t *testing.T) {
+	loopbackEnv(t)
 	idx, ps, err := loadAtlas("../../atlas/profiles.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -276,5 +284,79 @@ func TestAtlasStaleWhenProfilesChange(t *testing.T) {
 	}
 	if s := stale(2); len(s) != 3 || !strings.Contains(s[0], "another list of the checker's properties") {
 		t.Errorf("the properties changed: %v", s)
+	}
+}
+
+// targetURL finds the broker URLs of a page.
+var targetURL = regexp.MustCompile("(redis|rediss|postgres|postgresql|amqp|amqps|nats|mysql|sqs)://[^'`\"\\s)]*\\?[^'`\"\\s)]*")
+
+// Every configuration a doc runs on a broker durachk starts (a URL with
+// private-instance.* or private-cluster.* knobs: a configuration the doc
+// measured) has a profile in the atlas that sets each of those knobs to the
+// same value, so that the atlas measures it again at every regeneration.
+func TestEveryDocumentedConfigurationHasAProfile(t *testing.T) {
+	loopbackEnv(t)
+	_, loaded, err := loadAtlas("../../atlas/profiles.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type profile struct {
+		name, scheme string
+		knobs        url.Values
+	}
+	var ps []profile
+	for _, p := range loaded {
+		pu, err := url.Parse(p.url)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		ps = append(ps, profile{p.Name, pu.Scheme, pu.Query()})
+	}
+	docs, _ := filepath.Glob("../../docs/*.md")
+	checked := 0
+	for _, doc := range docs {
+		if strings.HasSuffix(doc, "atlas.md") {
+			continue
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range targetURL.FindAllString(string(b), -1) {
+			du, err := url.Parse(strings.ReplaceAll(m, "…", ""))
+			if err != nil {
+				continue
+			}
+			knobs := map[string]string{}
+			for k, vs := range du.Query() {
+				if strings.HasPrefix(k, "private-instance.") || strings.HasPrefix(k, "private-cluster.") {
+					knobs[k] = vs[len(vs)-1]
+				}
+			}
+			if len(knobs) == 0 {
+				continue
+			}
+			checked++
+			found := false
+			for _, p := range ps {
+				if p.scheme != du.Scheme {
+					continue
+				}
+				all := true
+				for k, v := range knobs {
+					all = all && p.knobs.Get(k) == v
+				}
+				if all {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s runs %s: no profile of atlas/profiles.yaml sets %v: add one (and regenerate the atlas)", filepath.Base(doc), m, knobs)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("no doc names a configuration on a private broker: the check checked nothing")
 	}
 }
