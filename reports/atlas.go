@@ -34,7 +34,10 @@ type AtlasIndex struct {
 	Command string `json:"command"`
 	// Measured says how the last invocation went: its wall time, the
 	// machine's CPUs and load, the profiles it ran and kept.
-	Measured string         `json:"measured,omitempty"`
+	Measured string `json:"measured,omitempty"`
+	// Run stamps the last invocation: the durachk that ran it, when, and
+	// the machine (each profile's own is its stamp.json).
+	Run      *AtlasRun      `json:"run,omitempty"`
 	Brokers  []AtlasBroker  `json:"brokers"`
 	Profiles []AtlasProfile `json:"profiles"`
 }

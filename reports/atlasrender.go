@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -265,7 +266,16 @@ func (a *Atlas) stampLines() []string {
 			"durachk version from its result.json): %s.", strings.Join(unstamped, ", ")))
 	}
 	if a.Index.Measured != "" {
-		out = append(out, "The last invocation: "+mdEscape(a.Index.Measured)+".")
+		l := "The last invocation: " + mdEscape(a.Index.Measured)
+		if r := a.Index.Run; r != nil {
+			l += fmt.Sprintf(", by durachk `%s`", cmp.Or(short(r.Commit), r.Version))
+			if r.Dirty {
+				l += " (uncommitted changes)"
+			}
+			l += fmt.Sprintf(" on %s, %s, from %s to %s UTC", plural(r.Machine.CPUs, "CPU", "CPUs"), r.Machine.Kernel,
+				r.Started.UTC().Format("2006-01-02 15:04"), r.Finished.UTC().Format("2006-01-02 15:04"))
+		}
+		out = append(out, l+".")
 	}
 	return out
 }

@@ -46,6 +46,17 @@ type AtlasStamp struct {
 	Machine  Machine   `json:"machine"`
 }
 
+// AtlasRun is one invocation of `durachk atlas`: the durachk that ran it
+// (VCS revision, uncommitted changes, version), when, and the machine.
+type AtlasRun struct {
+	Commit   string    `json:"commit,omitempty"`
+	Dirty    bool      `json:"dirty,omitempty"`
+	Version  string    `json:"durachk_version"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Machine  Machine   `json:"machine"`
+}
+
 // Machine is what a measurement ran on: the CPUs, the kernel, and the
 // one-minute load average when it started and when it ended (the machine
 // may be shared: its load slows private brokers and stretches the

@@ -271,7 +271,7 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 	if err := reports.WriteAtlasIndex(filepath.Join(o.Out, "atlas.json"), idx); err != nil {
 		return ConfigError(err)
 	}
-	start, load0, build := time.Now(), loadAverage(), reports.ReadBuild()
+	start, load0, build, machine := time.Now(), loadAverage(), reports.ReadBuild(), reports.ThisMachine()
 	ran, kept, failed := 0, 0, 0
 	for i, p := range ps {
 		switch {
@@ -315,6 +315,9 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "durachk: atlas: %s: %v\n", p.Name, err)
 		}
 	}
+	idx.Run = &reports.AtlasRun{Commit: build.Revision, Dirty: build.Modified, Version: build.Version,
+		Started: start.UTC(), Finished: time.Now().UTC(), Machine: machine}
+	idx.Run.Machine.LoadEnd = reports.LoadAverage()
 	idx.Measured = fmt.Sprintf("this invocation ran %s in %s on %s (load average %s at its start, %s at its end)",
 		plural(ran, "profile"), time.Since(start).Round(time.Second), plural(runtime.NumCPU(), "CPU"), load0, loadAverage())
 	if kept > 0 {

@@ -251,6 +251,10 @@ func TestAtlasStaleWhenProfilesChange(t *testing.T) {
 			t.Errorf("atlas.md lacks its stamp %q", w)
 		}
 	}
+	if idx, err := reports.ReadAtlasIndex(filepath.Join(out, "atlas.json")); err != nil || idx.Run == nil || idx.Run.Machine.CPUs == 0 ||
+		idx.Run.Finished.Before(idx.Run.Started) || idx.Run.Version == "" {
+		t.Errorf("atlas.json's run %+v, %v: want the invocation's stamp", idx.Run, err)
+	}
 	if s := stale(2); len(s) != 0 {
 		t.Fatalf("a fresh atlas is stale: %v", s)
 	}
