@@ -3,8 +3,6 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
-	"html/template"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/durachk/durachk/contracts"
 )
@@ -35,7 +34,10 @@ type AtlasIndex struct {
 	Command string `json:"command"`
 	// Measured says how the last invocation went: its wall time, the
 	// machine's CPUs and load, the profiles it ran and kept.
-	Measured string         `json:"measured,omitempty"`
+	Measured string `json:"measured,omitempty"`
+	// Run stamps the last invocation: the durachk that ran it, when, and
+	// the machine (each profile's own is its stamp.json).
+	Run      *AtlasRun      `json:"run,omitempty"`
 	Brokers  []AtlasBroker  `json:"brokers"`
 	Profiles []AtlasProfile `json:"profiles"`
 }
@@ -58,8 +60,12 @@ type AtlasProfile struct {
 	Emulator bool `json:"emulator,omitempty"`
 	// Contracts are the contracts the atlas runs on it.
 	Contracts []string `json:"contracts"`
-	// Dir holds the profile's result.json, relative to atlas.json.
+	// Dir holds the profile's result.json and stamp.json, relative to
+	// atlas.json.
 	Dir string `json:"dir"`
+	// Definition names the profile's definition in the profiles file
+	// (ProfileDefinition): its stamp says which one it was measured with.
+	Definition string `json:"definition,omitempty"`
 	// NotRun says why the profile has no result (an unset environment
 	// variable, a configuration error).
 	NotRun string `json:"not_run,omitempty"`
@@ -108,12 +114,13 @@ type AtlasCell struct {
 	// Properties are the properties the violating trials raised, the most
 	// frequent first.
 	Properties []string
-	// Text is the verdict with its rate: "lost in 5 of 5", "pass in 3 of 3".
-	Text      string
-	Reason    string
-	Claim     string
-	Witness   string
-	Reproduce string
+	// Text is the verdict with its rate: "lost in 5 of 5", "pass in 3 of 3";
+	// Short is the same for a table cell: "lost 5/5", "5/5".
+	Text, Short string
+	Reason      string
+	Claim       string
+	Witness     string
+	Reproduce   string
 	// WitnessReproduce reruns the one trial the witness comes from (with
 	// trials, when the cell did not pass).
 	WitnessReproduce string
@@ -135,6 +142,13 @@ type AtlasColumn struct {
 	AtlasProfile
 	MeasuredOn string
 	Settings   map[string]string
+	// Stamp is what the profile was measured with and on (nil: measured
+	// before durachk wrote stamps, or not measured); Version and Started are
+	// its result's, Trials its runs of each contract.
+	Stamp   *AtlasStamp
+	Version string
+	Started time.Time
+	Trials  int
 	// Differs are the settings that tell it from the broker's other
 	// columns, those it sets ("appendfsync=always").
 	Differs []string
@@ -142,11 +156,25 @@ type AtlasColumn struct {
 	Partial bool
 }
 
-// AtlasGroup is a broker's columns and what the cells say to choose.
+// AtlasGroup is a broker's configurations, in tables of those that set out
+// to run the same contracts.
 type AtlasGroup struct {
 	AtlasBroker
 	Columns []int // indices into Atlas.Columns
-	Choose  []string
+	Tables  []AtlasTable
+	// MeasuredOn are the broker versions its configurations were measured
+	// on, each once.
+	MeasuredOn []string
+}
+
+// AtlasTable is the configurations of a broker that set out to run the same
+// contracts (rows, indices into Atlas.Columns) and those contracts
+// (columns, indices into Atlas.Contracts, violated first), with what the
+// cells say to choose among them.
+type AtlasTable struct {
+	Rows      []int
+	Contracts []int
+	Choose    []string
 }
 
 // Atlas is the rendered matrix: rows contracts (worst first), columns
@@ -159,18 +187,25 @@ type Atlas struct {
 	Cells     [][]AtlasCell // [row][column]
 }
 
-// LoadAtlas reads atlas.json and each profile's result.json from dir.
+// LoadAtlas reads atlas.json and each profile's result.json and stamp.json
+// from dir.
 func LoadAtlas(dir string) (*Atlas, error) {
 	idx, err := ReadAtlasIndex(filepath.Join(dir, "atlas.json"))
 	if err != nil {
 		return nil, err
 	}
 	docs := map[string]*Document{}
+	stamps := map[string]*AtlasStamp{}
 	for _, p := range idx.Profiles {
 		if p.NotRun != "" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p.Dir), "result.json"))
+		pdir := filepath.Join(dir, filepath.FromSlash(p.Dir))
+		st, err := ReadStamp(pdir)
+		if err != nil {
+			return nil, fmt.Errorf("atlas: profile %s: %w", p.Name, err)
+		}
+		b, err := os.ReadFile(filepath.Join(pdir, "result.json"))
 		if os.IsNotExist(err) {
 			continue
 		}
@@ -182,8 +217,15 @@ func LoadAtlas(dir string) (*Atlas, error) {
 			return nil, fmt.Errorf("atlas: profile %s: %w", p.Name, err)
 		}
 		docs[p.Name] = d
+		if st != nil {
+			stamps[p.Name] = st
+		}
 	}
-	return BuildAtlas(idx, docs), nil
+	a := BuildAtlas(idx, docs)
+	for i := range a.Columns {
+		a.Columns[i].Stamp = stamps[a.Columns[i].Name]
+	}
+	return a, nil
 }
 
 // BuildAtlas lays out the atlas of idx from each profile's document (by
@@ -227,6 +269,7 @@ func BuildAtlas(idx AtlasIndex, docs map[string]*Document) *Atlas {
 			col := AtlasColumn{AtlasProfile: p}
 			if d := docs[p.Name]; d != nil {
 				col.Partial = !d.Complete
+				col.Version, col.Started, col.Trials = d.Version, d.Wall.StartedAt, max(d.Trials, 1)
 				for _, t := range d.Targets {
 					col.MeasuredOn, col.Settings = t.MeasuredOn, t.Settings
 				}
@@ -268,9 +311,52 @@ func BuildAtlas(idx AtlasIndex, docs map[string]*Document) *Atlas {
 	}
 	a.worstFirst()
 	for gi := range a.Groups {
-		a.Groups[gi].Choose = a.choose(a.Groups[gi])
+		g := &a.Groups[gi]
+		g.Tables = a.tables(*g)
+		for _, c := range g.Columns {
+			if v := brokerVersion(a.Columns[c].MeasuredOn); v != "" && !slices.Contains(g.MeasuredOn, v) {
+				g.MeasuredOn = append(g.MeasuredOn, v)
+			}
+		}
 	}
 	return a
+}
+
+// brokerVersion is the broker and version of a "measured on" ("redis 7.0.15"
+// of "redis 7.0.15, private cluster: … (real processes)").
+func brokerVersion(on string) string {
+	on, _, _ = strings.Cut(on, ", private cluster")
+	return strings.TrimSpace(strings.TrimSuffix(on, " (real processes)"))
+}
+
+// tables groups a broker's configurations by the contracts each set out to
+// run (first appearance order), each table's columns those contracts in row
+// order (violations first), and writes what to choose among each.
+func (a *Atlas) tables(g AtlasGroup) []AtlasTable {
+	var out []AtlasTable
+	keys := map[string]int{}
+	for _, c := range g.Columns {
+		cs := slices.Clone(a.Columns[c].Contracts)
+		sort.Strings(cs)
+		k := strings.Join(cs, ",")
+		i, ok := keys[k]
+		if !ok {
+			i = len(out)
+			keys[k] = i
+			t := AtlasTable{}
+			for r, id := range a.Contracts {
+				if slices.Contains(cs, id) {
+					t.Contracts = append(t.Contracts, r)
+				}
+			}
+			out = append(out, t)
+		}
+		out[i].Rows = append(out[i].Rows, c)
+	}
+	for i := range out {
+		out[i].Choose = a.choose(g, out[i])
+	}
+	return out
 }
 
 func cellOf(p AtlasProfile, contract string, d *Document) AtlasCell {
@@ -341,20 +427,29 @@ func cellOf(p AtlasProfile, contract string, d *Document) AtlasCell {
 	}
 	switch {
 	case r.Verdict == contracts.Skipped:
-		cell.Text = "skipped"
+		cell.Text, cell.Short = "skipped", "skip"
 	case cell.Violated > 0:
-		what := strings.Join(cell.Properties, ", ")
-		if what == "" {
+		what, short := strings.Join(cell.Properties, ", "), "violation"
+		if len(cell.Properties) > 0 {
+			short = cell.Properties[0]
+			if n := len(cell.Properties) - 1; n > 0 {
+				short += fmt.Sprintf("+%d", n)
+			}
+		} else {
 			what = "violation"
 		}
 		cell.Text = fmt.Sprintf("%s in %d of %d", what, cell.Violated, cell.Runs)
+		cell.Short = fmt.Sprintf("%s %d/%d", short, cell.Violated, cell.Runs)
 		if cell.Unknown > 0 {
 			cell.Text += fmt.Sprintf(", unknown in %d", cell.Unknown)
+			cell.Short += fmt.Sprintf(" ?%d", cell.Unknown)
 		}
 	case cell.Unknown > 0:
 		cell.Text = fmt.Sprintf("unknown in %d of %d", cell.Unknown, cell.Runs)
+		cell.Short = fmt.Sprintf("? %d/%d", cell.Unknown, cell.Runs)
 	default:
 		cell.Text = fmt.Sprintf("pass in %d of %d", cell.Pass, cell.Runs)
+		cell.Short = fmt.Sprintf("%d/%d", cell.Pass, cell.Runs)
 	}
 	return cell
 }
@@ -392,37 +487,77 @@ func (a *Atlas) column(c int) []AtlasCell {
 	return out
 }
 
-// choose writes a broker's "what to choose" from its cells alone: which
-// profiles held every contract they ran, which violated what (at what
-// rate), which could not tell.
-func (a *Atlas) choose(g AtlasGroup) []string {
-	var held, broke, unsure, none []string
-	for _, c := range g.Columns {
-		col := a.Columns[c]
-		cells := a.column(c)
-		var bad, unk []string
-		ran := 0
-		for _, x := range cells {
+// choose writes what to choose among a table's configurations, from its
+// cells alone, comparing only those that ran the same contracts (a contract
+// skipped is not run): which held every one, which violated what (at what
+// rate), which could not tell; and, apart, each that ran other contracts
+// (not run, no result, skipped what the others ran), with why.
+func (a *Atlas) choose(g AtlasGroup, t AtlasTable) []string {
+	ran := map[int]string{}       // row: the contracts it ran
+	skipped := map[int][]string{} // row: the contracts it skipped
+	complete := map[int]bool{}    // row: a verdict on every contract
+	for _, c := range t.Rows {
+		var rs []string
+		measured := 0
+		for _, r := range t.Contracts {
+			x := a.Cells[r][c]
 			switch {
+			case !x.Measured():
+				continue
+			case x.Verdict == contracts.Skipped:
+				skipped[c] = append(skipped[c], "`"+x.Contract+"`")
+			default:
+				rs = append(rs, x.Contract)
+			}
+			measured++
+		}
+		ran[c], complete[c] = strings.Join(rs, ","), measured == len(t.Contracts) && a.Columns[c].NotRun == "" && len(rs) > 0
+	}
+	// The set compared: the configurations that ran what most of them ran
+	// (on a tie, more contracts).
+	counts := map[string]int{}
+	for _, c := range t.Rows {
+		if complete[c] {
+			counts[ran[c]]++
+		}
+	}
+	common := ""
+	for k, n := range counts {
+		if n > counts[common] || n == counts[common] && (len(k) > len(common) || len(k) == len(common) && k < common) {
+			common = k
+		}
+	}
+	var held, broke, unsure, apart []string
+	var allSkipped []string
+	for _, c := range t.Rows {
+		col := a.Columns[c]
+		name := "`" + col.Name + "`"
+		switch {
+		case col.NotRun != "":
+			apart = append(apart, fmt.Sprintf("%s was not run (%s): nothing to compare", name, col.NotRun))
+			continue
+		case col.MeasuredOn == "":
+			apart = append(apart, name+" has no result: nothing to compare")
+			continue
+		case !complete[c] && len(skipped[c]) < len(t.Contracts):
+			apart = append(apart, name+"'s run did not finish: it has no verdict on every contract here, so it is not compared")
+			continue
+		case !complete[c] || ran[c] != common:
+			apart = append(apart, fmt.Sprintf("%s skipped %s (it lacks what the contract needs; the evidence says what): "+
+				"it did not run what the others ran, so it is not compared", name, strings.Join(skipped[c], ", ")))
+			continue
+		}
+		allSkipped = skipped[c]
+		var bad, unk []string
+		for _, r := range t.Contracts {
+			switch x := a.Cells[r][c]; {
 			case x.Violated > 0:
 				bad = append(bad, fmt.Sprintf("`%s` (%s)", x.Contract, x.Text))
 			case x.Unknown > 0:
 				unk = append(unk, fmt.Sprintf("`%s` (%s)", x.Contract, x.Text))
 			}
-			if x.Verdict != contracts.Skipped {
-				ran++
-			}
 		}
-		name := "`" + col.Name + "`"
 		switch {
-		case ran == 0:
-			why := "no result"
-			if col.NotRun != "" {
-				why = "not run: " + col.NotRun
-			} else if len(cells) > 0 {
-				why = "every contract skipped"
-			}
-			none = append(none, fmt.Sprintf("%s (%s)", name, why))
 		case len(bad) > 0:
 			s := fmt.Sprintf("%s violates %s", name, strings.Join(bad, ", "))
 			if len(unk) > 0 {
@@ -435,16 +570,26 @@ func (a *Atlas) choose(g AtlasGroup) []string {
 			held = append(held, fmt.Sprintf("%s (%s)", name, col.Choose))
 		}
 	}
+	compared := len(held) + len(broke) + len(unsure)
 	var out []string
 	switch {
-	case len(held) == 1 && len(broke) > 0:
-		out = append(out, "**Choose** "+held[0]+": it held every contract it ran here, where the others did not.")
-	case len(held) > 0 && len(broke) > 0:
-		out = append(out, "**Choose** among "+strings.Join(held, "; ")+": each held every contract it ran here, where the others did not.")
-	case len(held) > 0:
-		out = append(out, "Every configuration that could tell held every contract it ran: "+strings.Join(held, ", ")+".")
-	case len(broke) > 0:
-		out = append(out, "No configuration measured here held every contract it ran.")
+	case compared == 1 && len(held) == 1:
+		out = append(out, held[0]+" held every contract it ran here; no other configuration ran the same ones to compare it with.")
+	case len(held) == 1 && compared > 1:
+		out = append(out, fmt.Sprintf("**Choose** %s: of the %d configurations that ran the same contracts here, it alone held them all.", held[0], compared))
+	case len(held) > 1 && len(held) < compared:
+		out = append(out, fmt.Sprintf("**Choose** among %s: of the %d configurations that ran the same contracts here, each held them all, where the others did not.", strings.Join(held, "; "), compared))
+	case len(held) > 1:
+		out = append(out, "Every configuration that ran the same contracts here held them all: "+strings.Join(held, "; ")+".")
+	case compared > 1:
+		out = append(out, fmt.Sprintf("None of the %d configurations that ran the same contracts here held them all.", compared))
+	}
+	if compared > 0 && len(allSkipped) > 0 {
+		who := "They all"
+		if compared == 1 {
+			who = "It"
+		}
+		out = append(out, fmt.Sprintf("%s skipped %s (they lack what it needs: the evidence says what).", who, strings.Join(allSkipped, ", ")))
 	}
 	for _, s := range broke {
 		out = append(out, s+".")
@@ -452,153 +597,13 @@ func (a *Atlas) choose(g AtlasGroup) []string {
 	for _, s := range unsure {
 		out = append(out, s+".")
 	}
-	for _, s := range none {
+	for _, s := range apart {
 		out = append(out, s+".")
 	}
 	return out
 }
 
-// WriteAtlasMarkdown renders the atlas as Markdown (docs/atlas.md): per
-// broker a table of contracts (worst first) × configurations, each cell its
-// verdict and rate linking to its evidence further down, and what to choose;
-// then the configurations with what they were measured on, then each cell's
-// evidence (witness, reason, the command that reproduces it).
-func WriteAtlasMarkdown(w io.Writer, a *Atlas) error {
-	var b strings.Builder
-	title := a.Index.Title
-	if title == "" {
-		title = "The guarantees atlas"
-	}
-	fmt.Fprintf(&b, "# %s\n\n", mdEscape(title))
-	b.WriteString("<!-- generated by durachk atlas; do not edit: regenerate it (see the note below) -->\n\n")
-	if a.Index.Note != "" {
-		b.WriteString(strings.TrimSpace(a.Index.Note) + "\n\n")
-	}
-	trials := max(a.Index.Trials, 1)
-	fmt.Fprintf(&b, "Seed %d, %s per cell. Generated by `%s`", a.Index.Seed, plural(trials, "trial", "trials"), mdCode(a.Index.Command))
-	if a.Index.Measured != "" {
-		fmt.Fprintf(&b, ": %s", mdEscape(a.Index.Measured))
-	}
-	b.WriteString(".\n\n")
-	b.WriteString("Each cell is the contract's verdict on the configuration with its rate over the trials " +
-		"(`lost in 2 of 3`: the property `lost` was violated in 2 of 3 trials); it links to its evidence below. " +
-		"— : not measured on that configuration. Rows: violations first.\n\n")
-	for _, g := range a.Groups {
-		head := g.Title
-		if head == "" {
-			head = g.Name
-		}
-		fmt.Fprintf(&b, "## %s\n\n", mdEscape(head))
-		if g.Doc != "" {
-			fmt.Fprintf(&b, "How each contract maps onto it: [%s](%s).\n\n", g.Doc, relDoc(g.Doc))
-		}
-		b.WriteString("| contract |")
-		for _, c := range g.Columns {
-			col := a.Columns[c]
-			fmt.Fprintf(&b, " `%s`", col.Name)
-			if len(col.Differs) > 0 {
-				fmt.Fprintf(&b, "<br>%s", mdEscape(strings.Join(col.Differs, " ")))
-			}
-			if col.Emulator {
-				b.WriteString("<br>(emulator)")
-			}
-			b.WriteString(" |")
-		}
-		b.WriteString("\n|---|")
-		for range g.Columns {
-			b.WriteString("---|")
-		}
-		b.WriteString("\n")
-		for r, id := range a.Contracts {
-			measured := false
-			for _, c := range g.Columns {
-				measured = measured || a.Cells[r][c].Measured()
-			}
-			if !measured {
-				continue
-			}
-			fmt.Fprintf(&b, "| `%s` |", id)
-			for _, c := range g.Columns {
-				cell := a.Cells[r][c]
-				if !cell.Measured() {
-					b.WriteString(" — |")
-					continue
-				}
-				fmt.Fprintf(&b, " [%s %s](#%s) |", markSymbol(cell.Verdict), mdEscape(cell.Text), cell.Anchor())
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\n**What to choose** (from the cells above):\n\n")
-		for _, s := range g.Choose {
-			fmt.Fprintf(&b, "- %s\n", s)
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("## The configurations\n\n| configuration | broker | measured on | what a team would choose it for | settings |\n|---|---|---|---|---|\n")
-	for _, col := range a.Columns {
-		on := col.MeasuredOn
-		switch {
-		case col.NotRun != "":
-			on = "not run: " + col.NotRun
-		case on == "":
-			on = "no result"
-		case col.Partial:
-			on += " (run partial)"
-		}
-		if col.Emulator {
-			on += " — **an emulator**: its verdicts are the emulator's"
-		}
-		fmt.Fprintf(&b, "| <a id=\"p-%s\"></a>`%s` | %s | %s | %s | %s |\n", anchorText(col.Name), col.Name, mdEscape(col.Broker), mdEscape(on), mdEscape(col.Choose), mdEscape(settingsText(col.Settings)))
-	}
-	b.WriteString("\n## Evidence\n\nEvery measured cell, violations first: its reason or witness and the command that reproduces it.\n\n")
-	for _, cell := range a.evidenceOrder() {
-		fmt.Fprintf(&b, "### <a id=\"%s\"></a>`%s` on `%s`: %s %s\n\n", cell.Anchor(), cell.Contract, cell.Profile, markSymbol(cell.Verdict), mdEscape(cell.Text))
-		if cell.Reason != "" && cell.Verdict != contracts.Pass {
-			fmt.Fprintf(&b, "%s\n\n", mdEscape(clip(cell.Reason, 600)))
-		}
-		if cell.Witness != "" {
-			b.WriteString("```\n" + clip(strings.ReplaceAll(cell.Witness, "```", "'''"), 4000) + "```\n\n")
-		}
-		if cell.Reproduce != "" {
-			fmt.Fprintf(&b, "Reproduce: `%s`\n\n", mdCode(cell.Reproduce))
-		}
-		if cell.WitnessReproduce != "" {
-			fmt.Fprintf(&b, "The witness's trial alone: `%s`\n\n", mdCode(cell.WitnessReproduce))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// evidenceOrder is every measured cell, violations first, then unknowns,
-// passes and skips, each in table order (broker, row, column).
-func (a *Atlas) evidenceOrder() []AtlasCell {
-	var out []AtlasCell
-	for _, g := range a.Groups {
-		for r := range a.Contracts {
-			for _, c := range g.Columns {
-				if a.Cells[r][c].Measured() {
-					out = append(out, a.Cells[r][c])
-				}
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(x, y AtlasCell) int { return Rank(x.Verdict) - Rank(y.Verdict) })
-	return out
-}
-
-// relDoc turns a repository path into a link from docs/atlas.md.
-func relDoc(doc string) string {
-	if rest, ok := strings.CutPrefix(doc, "docs/"); ok {
-		return rest
-	}
-	return "../" + doc
-}
-
-func anchorText(s string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(Anchor(s, ""), "r-"), "--")
-}
-
+// markSymbol is a verdict's symbol alone ("❌").
 func markSymbol(v contracts.Verdict) string {
 	m := Mark(v)
 	if i := strings.IndexByte(m, ' '); i > 0 && v != "" {
@@ -607,123 +612,16 @@ func markSymbol(v contracts.Verdict) string {
 	return m
 }
 
-// WriteAtlasHTML renders the atlas as one self-contained page: a single
-// matrix, contracts as rows (worst first) and configurations as columns
-// grouped by broker, each cell its verdict and rate linking to the
-// profile's report.html; what to choose per broker; the configurations; the
-// evidence of every cell that did not pass.
-func WriteAtlasHTML(w io.Writer, a *Atlas) error {
-	type cellView struct {
-		AtlasCell
-		Class, Mark string
-	}
-	type rowView struct {
-		Contract string
-		Cells    []cellView
-	}
-	var rows []rowView
-	for r, id := range a.Contracts {
-		rv := rowView{Contract: id}
-		for _, c := range a.Cells[r] {
-			rv.Cells = append(rv.Cells, cellView{AtlasCell: c, Class: verdictClass(c.Verdict), Mark: markSymbol(c.Verdict)})
-		}
-		rows = append(rows, rv)
-	}
-	var ev []cellView
-	for _, c := range a.evidenceOrder() {
-		if c.Verdict != contracts.Pass && c.Verdict != contracts.Skipped {
-			ev = append(ev, cellView{AtlasCell: c, Class: verdictClass(c.Verdict), Mark: markSymbol(c.Verdict)})
-		}
-	}
-	title := a.Index.Title
-	if title == "" {
-		title = "The guarantees atlas"
-	}
-	data := struct {
-		Title, Note, Command string
-		Seed                 uint64
-		Trials               int
-		Atlas                *Atlas
-		Rows                 []rowView
-		Evidence             []cellView
-	}{title, a.Index.Note, a.Index.Command, a.Index.Seed, max(a.Index.Trials, 1), a, rows, ev}
-	return atlasHTML.Execute(w, data)
-}
-
-var atlasHTML = template.Must(template.New("atlas").Funcs(template.FuncMap{
-	"join":     strings.Join,
-	"settings": settingsText,
-	"md":       func(s string) template.HTML { return template.HTML(mdToHTML(s)) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
-<style>
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#1f2328}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top;text-align:left}
-th{background:#f6f8fa}th.broker{text-align:center}
-td a{color:inherit;text-decoration:none;white-space:nowrap}.diff{display:inline-block;max-width:16em}
-.v-pass{background:#dafbe1;color:#116329}.v-violation{background:#ffebe9;color:#a40e26;font-weight:bold}
-.v-unknown{background:#fff8c5;color:#7d4e00;font-weight:bold}.v-skipped{background:#eaeef2;color:#57606a}.v-none{color:#999}
-.diff{font-weight:normal;font-size:12px;color:#57606a}.emu{font-weight:normal;font-size:12px;color:#9a6700}
-pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px}
-code{font-size:13px}
-</style></head><body>
-<h1>{{.Title}}</h1>
-{{if .Note}}<p>{{md .Note}}</p>{{end}}
-<p>Seed {{.Seed}}, {{.Trials}} trial(s) per cell. Generated by <code>{{.Command}}</code>{{if .Atlas.Index.Measured}}: {{.Atlas.Index.Measured}}{{end}}. Each cell: the verdict with its rate over the trials; it links to the evidence in the configuration's report. Rows: violations first.</p>
-<table id="atlas">
-<thead><tr><th rowspan="2">contract</th>{{range .Atlas.Groups}}<th class="broker" colspan="{{len .Columns}}">{{if .Title}}{{.Title}}{{else}}{{.Name}}{{end}}</th>{{end}}</tr>
-<tr>{{range .Atlas.Columns}}<th><code>{{.Name}}</code>{{if .Differs}}<br><span class="diff">{{join .Differs " "}}</span>{{end}}{{if .Emulator}}<br><span class="emu">emulator</span>{{end}}</th>{{end}}</tr></thead>
-<tbody>
-{{range .Rows}}<tr><td><code>{{.Contract}}</code></td>{{range .Cells}}<td class="{{.Class}}" id="{{.Anchor}}"{{if .Reproduce}} title="{{.Reproduce}}"{{end}}>{{if .Measured}}<a href="{{.Report}}">{{.Mark}} {{.Text}}</a>{{else}}—{{end}}</td>{{end}}</tr>
-{{end}}</tbody></table>
-<h2>What to choose</h2>
-{{range .Atlas.Groups}}<h3>{{if .Title}}{{.Title}}{{else}}{{.Name}}{{end}}</h3><ul>{{range .Choose}}<li>{{md .}}</li>{{end}}</ul>
-{{end}}
-<h2>The configurations</h2>
-<table><tr><th>configuration</th><th>broker</th><th>measured on</th><th>what a team would choose it for</th><th>settings</th></tr>
-{{range .Atlas.Columns}}<tr><td><code>{{.Name}}</code></td><td>{{.Broker}}</td><td>{{if .NotRun}}not run: {{.NotRun}}{{else if .MeasuredOn}}{{.MeasuredOn}}{{if .Partial}} (run partial){{end}}{{else}}no result{{end}}{{if .Emulator}} — <b>an emulator</b>: its verdicts are the emulator's{{end}}</td><td>{{.Choose}}</td><td>{{settings .Settings}}</td></tr>
-{{end}}</table>
-<h2>Evidence of what did not pass</h2>
-{{range .Evidence}}<div class="evidence" id="e-{{.Anchor}}"><h3 class="{{.Class}}"><code>{{.Contract}}</code> on <code>{{.Profile}}</code>: {{.Mark}} {{.Text}}</h3>
-{{if .Reason}}<p>{{.Reason}}</p>{{end}}{{if .Witness}}<pre>{{.Witness}}</pre>{{end}}
-{{if .Reproduce}}<p>Reproduce: <code>{{.Reproduce}}</code>{{if .WitnessReproduce}} · the witness's trial alone: <code>{{.WitnessReproduce}}</code>{{end}} · <a href="{{.Report}}">the whole evidence</a></p>{{end}}</div>
-{{end}}
-</body></html>
-`))
-
-// mdToHTML turns the little Markdown the choose lines hold (`code`, **bold**)
-// into escaped HTML.
-func mdToHTML(s string) string {
-	s = template.HTMLEscapeString(s)
-	var b strings.Builder
-	code, bold := false, false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '`':
-			if code {
-				b.WriteString("</code>")
-			} else {
-				b.WriteString("<code>")
+// notRun are the contracts the broker's other tables ran and t's did not,
+// in row order.
+func (a *Atlas) notRun(g AtlasGroup, t AtlasTable) []string {
+	var out []string
+	for _, o := range g.Tables {
+		for _, r := range o.Contracts {
+			if !slices.Contains(t.Contracts, r) && !slices.Contains(out, a.Contracts[r]) {
+				out = append(out, a.Contracts[r])
 			}
-			code = !code
-		case !code && strings.HasPrefix(s[i:], "**"):
-			if bold {
-				b.WriteString("</b>")
-			} else {
-				b.WriteString("<b>")
-			}
-			bold = !bold
-			i++
-		default:
-			b.WriteByte(s[i])
 		}
 	}
-	if code {
-		b.WriteString("</code>")
-	}
-	if bold {
-		b.WriteString("</b>")
-	}
-	return b.String()
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
@@ -82,8 +83,12 @@ func TestAtlasCells(t *testing.T) {
 	if d := a.Columns[1].Differs; len(d) != 1 || d[0] != "fsync=never" {
 		t.Errorf("fast differs by %v, want fsync=never", d)
 	}
-	choose := strings.Join(a.Groups[0].Choose, "\n")
-	for _, s := range []string{"**Choose** `safe` (keeping everything)", "`fast` violates `durability.ack` (lost in 2 of 3, unknown in 1)", "`absent` (not run: environment variable X is not set)"} {
+	if len(a.Groups) != 1 || len(a.Groups[0].Tables) != 2 {
+		t.Fatalf("groups %+v: want one broker, two tables (the profiles that run two contracts, the one that runs one)", a.Groups)
+	}
+	choose := strings.Join(append(a.Groups[0].Tables[0].Choose, a.Groups[0].Tables[1].Choose...), "\n")
+	for _, s := range []string{"**Choose** `safe` (keeping everything): of the 2 configurations that ran the same contracts here, it alone held them all.",
+		"`fast` violates `durability.ack` (lost in 2 of 3, unknown in 1)", "`absent` was not run (environment variable X is not set)"} {
 		if !strings.Contains(choose, s) {
 			t.Errorf("what to choose lacks %q:\n%s", s, choose)
 		}
@@ -92,11 +97,73 @@ func TestAtlasCells(t *testing.T) {
 	if err := WriteAtlasMarkdown(&md, a); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "| `durability.ack` | [✅ pass in 3 of 3](#c-safe--durability.ack) | [❌ lost in 2 of 3, unknown in 1](#c-fast--durability.ack) | — |") {
-		t.Errorf("atlas.md lacks the durability.ack row:\n%s", md.String())
+	for _, row := range []string{
+		"| configuration | `durability.ack` | `lease.redelivery` |",
+		"| `safe` | [✅ 3/3][c1] | [✅ 3/3][c2] |",
+		"| `fast` | [❌ lost 2/3 ?1][c3] | [❓ ? 1/3][c4] |",
+		"[c3]: #c-fast--durability.ack",
+	} {
+		if !strings.Contains(md.String(), row) {
+			t.Errorf("atlas.md lacks %q:\n%s", row, md.String())
+		}
+	}
+	if long := longLines(md.String()); len(long) > 0 {
+		t.Errorf("lines longer than %d characters: %q", AtlasLineWidth, long)
 	}
 	if i, j := strings.Index(md.String(), `id="c-fast--durability.ack"`), strings.Index(md.String(), `id="c-safe--durability.ack"`); i < 0 || j < 0 || i > j {
 		t.Errorf("evidence: the violation at %d, the pass at %d: want violations first", i, j)
+	}
+}
+
+// What to choose compares only configurations that ran the same contracts:
+// two that ran durability.ack and durability.power-loss, two clusters that
+// ran durability.failover and partition.minority, and one that skipped
+// durability.power-loss. (The atlas recommended "among redis-always;
+// redis-sentinel-wait1", which ran different contracts.)
+func TestAtlasRecommendsAmongTheSameContracts(t *testing.T) {
+	P, V := contracts.Pass, contracts.Violated
+	single, cluster := []string{"durability.ack", "durability.power-loss"}, []string{"durability.failover", "partition.minority"}
+	idx := AtlasIndex{Schema: AtlasSchema, Seed: 1, Command: "durachk atlas", Brokers: []AtlasBroker{{Name: "redis"}},
+		Profiles: []AtlasProfile{
+			{Name: "always", Broker: "redis", Choose: "fsync always", Contracts: single, Dir: "always"},
+			{Name: "everysec", Broker: "redis", Choose: "fsync every second", Contracts: single, Dir: "everysec"},
+			{Name: "nopower", Broker: "redis", Choose: "no power loss here", Contracts: single, Dir: "nopower"},
+			{Name: "async", Broker: "redis", Choose: "asynchronous replicas", Contracts: cluster, Dir: "async"},
+			{Name: "wait1", Broker: "redis", Choose: "WAIT 1", Contracts: cluster, Dir: "wait1"},
+		}}
+	docs := map[string]*Document{
+		"always":   atlasDoc("always", nil, 1, map[string][]contracts.Verdict{"durability.ack": {P}, "durability.power-loss": {P}}),
+		"everysec": atlasDoc("everysec", nil, 1, map[string][]contracts.Verdict{"durability.ack": {P}, "durability.power-loss": {V}}),
+		"nopower":  atlasDoc("nopower", nil, 1, map[string][]contracts.Verdict{"durability.ack": {P}, "durability.power-loss": {contracts.Skipped}}),
+		"async":    atlasDoc("async", nil, 1, map[string][]contracts.Verdict{"durability.failover": {V}, "partition.minority": {V}}),
+		"wait1":    atlasDoc("wait1", nil, 1, map[string][]contracts.Verdict{"durability.failover": {P}, "partition.minority": {P}}),
+	}
+	a := BuildAtlas(idx, docs)
+	tables := a.Groups[0].Tables
+	if len(tables) != 2 {
+		t.Fatalf("%d tables: want the single servers and the clusters apart", len(tables))
+	}
+	for i, tt := range []struct{ want, not []string }{
+		{want: []string{"**Choose** `always` (fsync always): of the 2 configurations that ran the same contracts here, it alone held them all.",
+			"`everysec` violates `durability.power-loss`", "`nopower` skipped `durability.power-loss`"},
+			not: []string{"wait1", "async"}},
+		{want: []string{"**Choose** `wait1` (WAIT 1): of the 2 configurations", "`async` violates `durability.failover`"},
+			not: []string{"always", "everysec"}},
+	} {
+		choose := strings.Join(tables[i].Choose, "\n")
+		for _, w := range tt.want {
+			if !strings.Contains(choose, w) {
+				t.Errorf("table %d: what to choose lacks %q:\n%s", i, w, choose)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(choose, "`"+n+"`") {
+				t.Errorf("table %d names %s, which ran other contracts:\n%s", i, n, choose)
+			}
+		}
+		if nr := a.notRun(a.Groups[0], tables[i]); len(nr) != 2 {
+			t.Errorf("table %d: did not run %v: want the other table's two contracts", i, nr)
+		}
 	}
 }
 
@@ -134,6 +201,20 @@ func TestDocsAtlasIsItsOutput(t *testing.T) {
 			if g != w {
 				t.Fatalf("docs/atlas.md differs from the atlas of docs/atlas/ at line %d:\n  docs: %s\n  atlas: %s\n(regenerate: durachk atlas --render docs/atlas && mv docs/atlas/atlas.md docs/, or go test ./reports -run TestDocsAtlasIsItsOutput -update)", i+1, g, w)
 			}
+		}
+	}
+	// A screen wide: no line outside a code block longer than
+	// AtlasLineWidth, no HTML table of more than atlasHTMLColumns contracts.
+	if long := longLines(b.String()); len(long) > 0 {
+		t.Errorf("%d lines of docs/atlas.md longer than %d characters outside code blocks, the first: %s", len(long), AtlasLineWidth, long[0])
+	}
+	var page bytes.Buffer
+	if err := WriteAtlasHTML(&page, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range regexp.MustCompile(`(?s)<table class="atlas">.*?</tr>`).FindAllString(page.String(), -1) {
+		if n := strings.Count(tb, "<th>") - 1; n > atlasHTMLColumns {
+			t.Errorf("an HTML table of %d contracts, want at most %d", n, atlasHTMLColumns)
 		}
 	}
 	// Every profile of the file it came from has a column, and every cell
@@ -184,10 +265,12 @@ func TestDocsAtlasIsItsOutput(t *testing.T) {
 }
 
 // The atlas of two configurations, one with a violation among 19 contracts,
-// as Chromium renders it: the violated contract is the first row of the
-// matrix, its cell red, and in the screenshot that red sits above every green
-// pass. With DURACHK_SCREENSHOTS set to a directory the screenshot is saved
-// there as atlas.png.
+// as Chromium renders it: the configurations are rows, the contracts
+// columns, at most six to a table (no 19-column table); the violated contract
+// is the first column of the first table, its cell on no-persistence's row
+// red, and in the screenshot that red is as far left as any green pass. With
+// DURACHK_SCREENSHOTS set to a directory the screenshot is saved there as
+// atlas.png.
 func TestAtlasViolationFirstInChromium(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		t.Skip("Chromium is absent (/usr/bin/chromium); .ci/run installs Debian's chromium")
@@ -224,25 +307,49 @@ func TestAtlasViolationFirstInChromium(t *testing.T) {
 	}
 	img, dom := chromium(t, page)
 
-	rows := regexp.MustCompile(`<tr><td><code>([^<]+)</code></td><td class="(v-[a-z]+)"[^>]*>.*?</td><td class="(v-[a-z]+)"`).FindAllStringSubmatch(dom, -1)
-	if len(rows) != 19 || rows[0][1] != "durability.power-loss" || rows[0][3] != "v-violation" || rows[0][2] != "v-pass" {
-		t.Fatalf("matrix as rendered: %d rows, the first %v: want durability.power-loss, pass on the reference and a violation beside it", len(rows), rows[:min(1, len(rows))])
+	tables := regexp.MustCompile(`(?s)<table class="atlas">(.*?)</table>`).FindAllStringSubmatch(dom, -1)
+	if len(tables) != 4 {
+		t.Fatalf("%d tables for 19 contracts: want 4 of at most 6 columns", len(tables))
 	}
-	for _, r := range rows[1:] {
-		if r[2] == "v-violation" || r[3] == "v-violation" {
-			t.Errorf("another violation row: %v", r)
-		}
+	heads := regexp.MustCompile(`<th><code>([^<]+)</code></th>`).FindAllStringSubmatch(tables[0][1], -1)
+	rows := regexp.MustCompile(`<tr><td><code>([^<]+)</code></td><td class="(v-[a-z]+)"`).FindAllStringSubmatch(tables[0][1], -1)
+	if len(heads) == 0 || heads[0][1] != "durability.power-loss" || len(rows) != 2 || rows[0][1] != "reference" || rows[0][2] != "v-pass" ||
+		rows[1][1] != "no-persistence" || rows[1][2] != "v-violation" {
+		t.Fatalf("first table as rendered: columns %v, rows %v: want durability.power-loss first, passed by the reference and violated by no-persistence", heads, rows)
+	}
+	if n := strings.Count(dom, `<td class="v-violation"`); n != 1 {
+		t.Errorf("%d violation cells, want 1", n)
 	}
 	if !strings.Contains(dom, `id="e-c-no-persistence--durability.power-loss"`) {
 		t.Errorf("no evidence of the violation")
 	}
-	red, green := firstRowOf(img, [3]uint32{0xff, 0xeb, 0xe9}), firstRowOf(img, [3]uint32{0xda, 0xfb, 0xe1})
+	red, green := firstColOf(img, [3]uint32{0xff, 0xeb, 0xe9}), firstColOf(img, [3]uint32{0xda, 0xfb, 0xe1})
 	if red < 0 || green < 0 || red > green {
-		t.Errorf("screenshot: the violation's colour first at y=%d, a pass's at y=%d: want the violation's row at the top", red, green)
+		t.Errorf("screenshot: the violation's colour first at x=%d, a pass's at x=%d: want the violated contract in the first column", red, green)
 	}
 	if out := os.Getenv("DURACHK_SCREENSHOTS"); out != "" {
 		savePNG(t, filepath.Join(out, "atlas.png"), img)
 	}
+}
+
+// firstColOf is the leftmost x of a pixel of colour c (-1: none).
+func firstColOf(img image.Image, c [3]uint32) int { return firstPixel(img, c, true) }
+
+// longLines are the lines of a Markdown text outside code blocks longer
+// than AtlasLineWidth characters.
+func longLines(md string) []string {
+	var out []string
+	code := false
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "```") {
+			code = !code
+			continue
+		}
+		if !code && utf8.RuneCountInString(l) > AtlasLineWidth {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func savePNG(t *testing.T, path string, img image.Image) {

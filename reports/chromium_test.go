@@ -82,13 +82,25 @@ func chromium(t *testing.T, page string) (image.Image, string) {
 
 // firstRowOf is the first pixel row of img holding colour c (in 8 bits per
 // channel), or -1.
-func firstRowOf(img image.Image, c [3]uint32) int {
+func firstRowOf(img image.Image, c [3]uint32) int { return firstPixel(img, c, false) }
+
+// firstPixel is the first y (columns: the first x) at which a pixel has
+// colour c, scanning rows top down (columns left to right); -1: none.
+func firstPixel(img image.Image, c [3]uint32, columns bool) int {
 	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
+	outer, inner, off := b.Dy(), b.Dx(), b.Min.Y
+	if columns {
+		outer, inner, off = inner, outer, b.Min.X
+	}
+	for i := range outer {
+		for j := range inner {
+			x, y := b.Min.X+j, b.Min.Y+i
+			if columns {
+				x, y = b.Min.X+i, b.Min.Y+j
+			}
 			r, g, bl, _ := img.At(x, y).RGBA()
 			if r>>8 == c[0] && g>>8 == c[1] && bl>>8 == c[2] {
-				return y
+				return off + i
 			}
 		}
 	}

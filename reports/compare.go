@@ -15,19 +15,19 @@ import (
 
 // Column is one target (configuration) of a matrix.
 type Column struct {
-	Target      string
-	Fingerprint string
-	MeasuredOn  string
+	Target      string `json:"target"`
+	Fingerprint string `json:"fingerprint"`
+	MeasuredOn  string `json:"measured_on"`
 	// Source is the result.json the column came from ("" : this document).
-	Source string
+	Source string `json:"source,omitempty"`
 	// Kind is the target kind; Settings its effective knobs (TargetInfo).
-	Kind     string
-	Settings map[string]string
+	Kind     string            `json:"kind"`
+	Settings map[string]string `json:"settings,omitempty"`
 	// Differs tells this column from the others of its kind: each setting
 	// whose value differs among them ("appendfsync=always", "appendfsync
 	// unset"), then "on <measured on>" when the broker versions differ. Empty
 	// when it is the only column of its kind or they all agree.
-	Differs []string
+	Differs []string `json:"differs,omitempty"`
 }
 
 // Label is the column's heading: the target name, what tells it from the
@@ -121,22 +121,44 @@ func distinguish(cols []Column) []string {
 
 // Cell is one verdict of a matrix; an empty Verdict: not run there.
 type Cell struct {
-	Verdict contracts.Verdict
-	Reason  string
+	Verdict contracts.Verdict `json:"verdict,omitempty"`
+	// Text is the verdict as the cell says it (VerdictText: "lost ×20").
+	Text   string `json:"text,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Link points at the evidence: report.html beside the result.json the
 	// verdict came from, at the result's anchor.
-	Link string
+	Link string `json:"link,omitempty"`
+}
+
+// Say is the cell's text: the verdict as VerdictText says it ("-" where
+// not run).
+func (c Cell) Say() string {
+	switch {
+	case c.Verdict == "":
+		return "-"
+	case c.Text == "":
+		return string(c.Verdict)
+	}
+	return c.Text
+}
+
+// Marked is the cell's text after the verdict's symbol: "❌ lost ×20".
+func (c Cell) Marked() string {
+	if c.Verdict == "" {
+		return Mark("")
+	}
+	return markSymbol(c.Verdict) + " " + c.Say()
 }
 
 // Matrix has contracts as rows and targets (configurations) as columns.
 type Matrix struct {
-	Contracts []string
-	Columns   []Column
-	Cells     [][]Cell // [row][column]
+	Contracts []string `json:"contracts"`
+	Columns   []Column `json:"columns"`
+	Cells     [][]Cell `json:"cells"` // [row][column]
 	// Differing names what differs between columns of one kind: their
 	// settings (DifferingSettings) and "broker version"; each column's
 	// Differs gives its values.
-	Differing []string
+	Differing []string `json:"differing,omitempty"`
 }
 
 // NewMatrix builds the matrix of one or more documents. sources[i] is the path
@@ -187,7 +209,7 @@ func NewMatrix(docs []*Document, sources []string) Matrix {
 			if src := m.Columns[c].Source; src != "" {
 				link = path.Join(filepath.ToSlash(filepath.Dir(src)), "report.html") + link
 			}
-			m.Cells[row[r.Contract]][c] = Cell{Verdict: r.Verdict, Reason: r.Reason, Link: link}
+			m.Cells[row[r.Contract]][c] = Cell{Verdict: r.Verdict, Text: VerdictText(r), Reason: r.Reason, Link: link}
 		}
 	}
 	return m
@@ -235,17 +257,14 @@ func WriteMatrixText(w io.Writer, m Matrix) error {
 	for r, id := range m.Contracts {
 		fmt.Fprint(tw, id)
 		for c := range m.Columns {
-			v := string(m.Cells[r][c].Verdict)
-			if v == "" {
-				v = "-"
-			}
-			fmt.Fprint(tw, "\t"+v)
+			fmt.Fprint(tw, "\t"+m.Cells[r][c].Say())
 		}
 		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, strings.ReplaceAll(strings.ReplaceAll(VerdictLegend, "`", ""), "— :", "- :"))
 	if len(m.Differing) > 0 {
 		fmt.Fprintf(w, "differ between columns: %s\n", strings.Join(m.Differing, ", "))
 	}
@@ -282,6 +301,7 @@ func mdEscape(s string) string {
 func WriteMatrixMarkdown(w io.Writer, m Matrix) error {
 	var b strings.Builder
 	writeMatrixMarkdown(&b, m, -1)
+	fmt.Fprintf(&b, "\n%s\n", VerdictLegend)
 	if len(m.Differing) > 0 {
 		fmt.Fprintf(&b, "\nDiffer between columns: %s.\n", mdEscape(strings.Join(m.Differing, ", ")))
 	}
@@ -318,9 +338,9 @@ func writeMatrixMarkdown(b *strings.Builder, m Matrix, maxRows int) {
 		for c := range m.Columns {
 			cell := m.Cells[r][c]
 			if cell.Verdict == "" || cell.Link == "" || strings.HasPrefix(cell.Link, "#") {
-				fmt.Fprintf(b, " %s |", Mark(cell.Verdict))
+				fmt.Fprintf(b, " %s |", mdEscape(cell.Marked()))
 			} else {
-				fmt.Fprintf(b, " [%s](%s) |", Mark(cell.Verdict), cell.Link)
+				fmt.Fprintf(b, " [%s](%s) |", mdEscape(cell.Marked()), cell.Link)
 			}
 		}
 		b.WriteString("\n")
@@ -329,5 +349,5 @@ func writeMatrixMarkdown(b *strings.Builder, m Matrix, maxRows int) {
 
 // WriteMatrixHTML renders the matrix as a self-contained HTML page.
 func WriteMatrixHTML(w io.Writer, m Matrix) error {
-	return pageTmpl.ExecuteTemplate(w, "matrixpage", map[string]any{"Title": "durachk compare", "Matrix": m, "CSS": template.CSS(css)})
+	return pageTmpl.ExecuteTemplate(w, "matrixpage", map[string]any{"Title": "durachk compare", "Matrix": m, "CSS": template.CSS(css), "Legend": VerdictLegend})
 }

@@ -30,7 +30,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 		Timeline, Depth                                                               template.HTML
 		Hists                                                                         []template.HTML
 		Metrics                                                                       contracts.Metrics
-		Reproduce                                                                     string
+		Reproduce, ReproduceNote, PlannedLabel                                        string
 		HistoryNote                                                                   string
 		Windows                                                                       []string
 		Cluster                                                                       string
@@ -46,12 +46,13 @@ func WriteHTML(w io.Writer, d *Document) error {
 		ops := d.Histories[k]
 		ev := d.EvidenceFor(r.Target, r.Contract)
 		s := section{Anchor: Anchor(r.Target, r.Contract), Target: r.Target, Contract: r.Contract, Verdict: r.Verdict,
-			Mark: string(r.Verdict), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
-			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: ev.Reproduce,
+			Mark: VerdictText(r), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
+			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: PasteCommand(ev.Reproduce, nil), PlannedLabel: PlannedLabel(ev),
 			TrialsNote: TrialsNote(r), Trials: TrialLines(d, r)}
 		if ev.Replay != nil {
 			s.Replay = ev.Replay.Text
 		}
+		s.ReproduceNote = EnvNote(s.Reproduce)
 		if r.Verdict != contracts.Skipped {
 			st := r.Stats
 			s.Stats = fmt.Sprintf("%d jobs accepted, %d lost, %d applied twice, %d repeats dropped, %d dead-lettered by design, %d otherwise; %d executions (%d spent by the jobs' own failures), %d committed, %d deduped, %d cancelled, %d events applied, duplicates %d explained / %d unexplained, %d stale commits rejected, max attempts %d; %d history operations",
@@ -77,16 +78,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 			s.Violations = append(s.Violations, vv)
 		}
 		s.Cluster = ClusterLine(r.Cluster)
-		for _, w := range ev.Windows {
-			what := w.Kind
-			if w.Target != "" {
-				what += " " + w.Target
-			}
-			if w.Planned {
-				what += " (planned)"
-			}
-			s.Windows = append(s.Windows, fmt.Sprintf("%s for %s", what, fmtDur(w.To-w.From)))
-		}
+		s.Windows = WindowTexts(ev.Windows, historyStart(r, ops))
 		if len(ops) > 0 {
 			s.Nodes = NodeLanes(ops)
 			s.Timeline = Timeline(ops, ev.Windows)
@@ -123,15 +115,21 @@ func WriteHTML(w io.Writer, d *Document) error {
 	sort.Strings(other)
 	m := NewMatrix([]*Document{d}, nil)
 	m.WorstFirst()
+	cmd := PasteCommand(d.Command, nil)
 	data := map[string]any{
-		"Title":    "durachk evidence",
-		"CSS":      template.CSS(css),
-		"Doc":      d,
-		"Counts":   strings.Join(append(counts, other...), ", "),
-		"Matrix":   m,
-		"Targets":  ts,
-		"Sections": secs,
-		"Partial":  PartialNote(d),
+		"Command":     cmd,
+		"CommandNote": EnvNote(cmd),
+		"Legend":      VerdictLegend,
+		"WitnessTime": WitnessTimeNote,
+		"WindowsTime": WindowsLabel,
+		"Title":       "durachk evidence",
+		"CSS":         template.CSS(css),
+		"Doc":         d,
+		"Counts":      strings.Join(append(counts, other...), ", "),
+		"Matrix":      m,
+		"Targets":     ts,
+		"Sections":    secs,
+		"Partial":     PartialNote(d),
 	}
 	return pageTmpl.ExecuteTemplate(w, "page", data)
 }
@@ -206,7 +204,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 	"settings": settingsHTML,
 }).Parse(`
 {{define "matrix"}}<table class="matrix"><tr><th>contract</th>{{range .Columns}}<th>{{.Target}}{{if .Differs}}<br><span class="differs">{{join .Differs ", "}}</span>{{end}}<br><code>{{.Fingerprint}}</code></th>{{end}}</tr>
-{{- $m := .}}{{range $r, $id := .Contracts}}<tr><td><code>{{$id}}</code></td>{{range (index $m.Cells $r)}}<td class="{{vclass .Verdict}}">{{if .Verdict}}<a href="{{.Link}}" title="{{.Reason}}">{{mark .Verdict}}</a>{{else}}—{{end}}</td>{{end}}</tr>
+{{- $m := .}}{{range $r, $id := .Contracts}}<tr><td><code>{{$id}}</code></td>{{range (index $m.Cells $r)}}<td class="{{vclass .Verdict}}">{{if .Verdict}}<a href="{{.Link}}" title="{{.Reason}}">{{.Say}}</a>{{else}}—{{end}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
 
 {{define "head"}}<!DOCTYPE html>
@@ -217,6 +215,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <p class="meta">contracts as rows, violations and unknowns first; targets and configurations as columns, with what tells each from the others of its kind and the fingerprint of their effective settings; each verdict links to its evidence.</p>{{if .Matrix.Differing}}
 <p><b>Differ between columns:</b> {{join .Matrix.Differing ", "}}</p>{{end}}
 {{template "matrix" .Matrix}}
+<p class="meta">{{.Legend}}</p>
 <h2>Columns</h2><table><tr><th>target</th><th>measured on</th><th>fingerprint</th><th>settings</th><th>from</th></tr>
 {{range .Matrix.Columns}}<tr><td>{{.Target}}</td><td>{{.MeasuredOn}}</td><td><code>{{.Fingerprint}}</code></td><td>{{settings .Settings $.Matrix.Differing}}</td><td>{{.Source}}</td></tr>{{end}}</table>
 </body></html>
@@ -226,10 +225,11 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <h1>durachk evidence</h1>{{if .Partial}}
 <p class="partial">⚠ {{.Partial}}. The verdicts below are those it had; the missing contracts have none.</p>{{end}}
 <p class="meta">{{.Counts}} · seed {{.Doc.Seed}} · durachk {{.Doc.Version}}</p>
-<p class="meta">Reproduce the whole run:</p><code class="cmd">{{.Doc.Command}}</code>
+<p class="meta">Reproduce the whole run{{if .CommandNote}} ({{.CommandNote}}){{end}}:</p><code class="cmd">{{.Command}}</code>
 <h2>Verdicts</h2>
 <p class="meta">violations and unknowns first; each verdict links to its evidence below, in the same order.</p>
 {{template "matrix" .Matrix}}
+<p class="meta">{{.Legend}}</p>
 <h2>Targets</h2>
 <table><tr><th>target</th><th>measured on</th><th>endpoint</th><th>fingerprint</th><th>URL</th><th>settings</th><th>declared capabilities</th></tr>
 {{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code></td><td class="caps"><details><summary>{{.Caps.Summary}}</summary><table class="capt">{{range .Caps.All}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>{{if .Caps.Notes}}<ul class="notes">{{range .Caps.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}</details></td></tr>
@@ -243,12 +243,12 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 {{range .Trials}}<tr><td>{{.Seed}}</td><td class="{{vclass .Verdict}}">{{mark .Verdict}}</td><td>{{.SeedsTried}}</td><td>{{if ne (mark .Verdict) "pass"}}{{.Reason}}{{end}}</td><td>{{if .Reproduce}}<code>{{.Reproduce}}</code>{{end}}</td></tr>
 {{end}}</table>{{end}}
 <p class="meta">scenario: {{.Scenario}}{{if .Sabotage}} · sabotage: {{.Sabotage}}{{end}} · measured on {{.MeasuredOn}}</p>
-{{if .Planned}}<p class="meta"><b>Faults planned:</b> {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
+{{if .Planned}}<p class="meta"><b>Faults planned</b> ({{.PlannedLabel}}): {{range $i, $p := .Planned}}{{if $i}}; {{end}}{{$p}}{{end}}</p>{{end}}
 {{if .Applied}}<p class="meta"><b>Faults applied:</b> {{.Applied}}</p>{{end}}
-{{if .Windows}}<p class="meta"><b>Fault windows:</b> {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
+{{if .Windows}}<p class="meta"><b>Fault windows</b> ({{$.WindowsTime}}): {{range $i, $w := .Windows}}{{if $i}}; {{end}}{{$w}}{{end}}</p>{{end}}
 {{if .Stats}}<p class="meta">{{.Stats}}</p>{{end}}{{if .Cluster}}<p class="meta"><b>Cluster:</b> {{.Cluster}}</p>{{end}}
 {{range .Violations}}<div class="witness"><p><b>{{.Head}}</b>{{if .Job}} (job <code>{{.Job}}</code>){{end}}</p>
-{{if .Rows}}<table class="wt"><tr><th>time</th><th>process</th><th>operation</th><th>job</th><th>token/attempt</th><th>outcome</th></tr>
+{{if .Rows}}<table class="wt" title="{{$.WitnessTime}}"><tr><th>time since the first operation</th><th>process</th><th>operation</th><th>job</th><th>token/attempt</th><th>outcome</th></tr>
 {{range .Rows}}<tr><td>{{.At}}</td><td>{{.Process}}</td><td><code>{{.Op}}</code></td><td><code>{{.Job}}</code></td><td>{{.Token}}</td><td><code>{{.Outcome}}</code></td></tr>
 {{end}}</table>{{end}}{{if .More}}<p class="meta">{{.More}}</p>{{end}}
 {{if .Facts}}<ul class="facts">{{range .Facts}}<li>{{.}}</li>{{end}}</ul>{{end}}
@@ -263,7 +263,7 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <tr><td>time to terminal (ms)</td><td>{{.Metrics.ToTerminal.N}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P50}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P90}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.P99}}</td><td>{{printf "%.1f" .Metrics.ToTerminal.Max}}</td></tr>
 <tr><td>attempts per job</td><td>{{.Metrics.Attempts.N}}</td><td>{{printf "%.0f" .Metrics.Attempts.P50}}</td><td>{{printf "%.0f" .Metrics.Attempts.P90}}</td><td>{{printf "%.0f" .Metrics.Attempts.P99}}</td><td>{{printf "%.0f" .Metrics.Attempts.Max}}</td></tr></table>{{end}}
 {{if .HistoryNote}}<p class="meta">{{.HistoryNote}}</p>{{end}}
-{{if .Reproduce}}<p class="meta">Reproduce:</p><code class="cmd">{{.Reproduce}}</code>{{end}}
+{{if .Reproduce}}<p class="meta">Reproduce{{if .ReproduceNote}} ({{.ReproduceNote}}){{end}}:</p><code class="cmd">{{.Reproduce}}</code>{{end}}
 </div>
 {{end}}
 </body></html>

@@ -85,7 +85,7 @@ func WriteJUnit(w io.Writer, d *Document) error {
 			{"endpoint", ti.Endpoint},
 			{"fingerprint", ti.Fingerprint},
 			{"durachk_version", d.Version},
-			{"command", d.Command},
+			{"command", PasteCommand(d.Command, nil)},
 		}
 		if ti.URL != "" {
 			s.Properties = append(s.Properties, junitProperty{"url", ti.URL})
@@ -118,7 +118,7 @@ func WriteJUnit(w io.Writer, d *Document) error {
 		}
 		ev := d.EvidenceFor(r.Target, r.Contract)
 		c.SystemOut = fmt.Sprintf("claim: %s\nscenario: %s\nplanned faults: %s\nreproduce: %s\n", r.Claim, r.Scenario,
-			strings.Join(r.Planned, "; "), ev.Reproduce)
+			strings.Join(r.Planned, "; "), PasteCommand(ev.Reproduce, nil))
 		if note := TrialsNote(r); note != "" {
 			c.SystemOut += "trials: " + note + "\n" + TrialsText(d, r)
 		}

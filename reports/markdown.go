@@ -40,7 +40,12 @@ func WriteMarkdown(w io.Writer, d *Document) error {
 		}
 	}
 	b.WriteString(table.String())
-	fmt.Fprintf(&b, "\nSeed %d · reproduce with `%s`\n", d.Seed, mdCode(d.Command))
+	fmt.Fprintf(&b, "\n%s\n", VerdictLegend)
+	cmd := PasteCommand(d.Command, nil)
+	fmt.Fprintf(&b, "\nSeed %d · reproduce with `%s`\n", d.Seed, mdCode(cmd))
+	if note := EnvNote(cmd); note != "" {
+		fmt.Fprintf(&b, "(%s.)\n", note)
+	}
 
 	var notPass []int // violations first, then unknowns, then skips
 	for _, i := range d.ReadingOrder() {
@@ -71,7 +76,7 @@ func mdCode(s string) string { return strings.ReplaceAll(s, "`", "'") }
 
 func detailsBlock(d *Document, r contracts.Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<details><summary><b>%s</b> on <b>%s</b>: %s</summary>\n\n", htmlText(r.Contract), htmlText(r.Target), Mark(r.Verdict))
+	fmt.Fprintf(&b, "<details><summary><b>%s</b> on <b>%s</b>: %s %s</summary>\n\n", htmlText(r.Contract), htmlText(r.Target), markSymbol(r.Verdict), htmlText(VerdictText(r)))
 	fmt.Fprintf(&b, "%s\n\n", mdEscape(r.Claim))
 	if r.Reason != "" {
 		fmt.Fprintf(&b, "**Reason:** %s\n\n", mdEscape(clip(r.Reason, 2000)))
@@ -82,8 +87,12 @@ func detailsBlock(d *Document, r contracts.Result) string {
 	if note := TrialsNote(r); note != "" {
 		fmt.Fprintf(&b, "**Trials:** %s\n\n%s\n", note, trialsText(d, r, true))
 	}
+	ev := d.EvidenceFor(r.Target, r.Contract)
 	if len(r.Planned) > 0 {
-		fmt.Fprintf(&b, "**Faults planned:** %s\n\n", mdEscape(clip(strings.Join(r.Planned, "; "), 2000)))
+		fmt.Fprintf(&b, "**Faults planned** (%s): %s\n\n", PlannedLabel(ev), mdEscape(clip(strings.Join(r.Planned, "; "), 2000)))
+	}
+	if ws := WindowTexts(ev.Windows, historyStart(r, d.Histories[Key(r.Target, r.Contract)])); len(ws) > 0 {
+		fmt.Fprintf(&b, "**Fault windows** (%s): %s\n\n", WindowsLabel, mdEscape(clip(strings.Join(ws, "; "), 2000)))
 	}
 	if line := ClusterLine(r.Cluster); line != "" {
 		fmt.Fprintf(&b, "**Cluster:** %s\n\n", mdEscape(clip(line, 2000)))
@@ -92,12 +101,16 @@ func detailsBlock(d *Document, r contracts.Result) string {
 		fmt.Fprintf(&b, "**Faults applied:** %s\n\n", mdEscape(faultsApplied(r.Stats.Faults)))
 	}
 	if len(r.Violations) > 0 {
-		b.WriteString("**Witness:**\n\n```\n")
+		fmt.Fprintf(&b, "**Witness** (%s):\n\n```\n", WitnessTimeNote)
 		b.WriteString(clip(strings.ReplaceAll(witnessText(r, 20), "```", "'''"), 20000))
 		b.WriteString("```\n\n")
 	}
-	if ev := d.EvidenceFor(r.Target, r.Contract); ev.Reproduce != "" {
-		fmt.Fprintf(&b, "Reproduce: `%s`\n\n", mdCode(ev.Reproduce))
+	if ev.Reproduce != "" {
+		cmd := PasteCommand(ev.Reproduce, nil)
+		fmt.Fprintf(&b, "Reproduce: `%s`\n\n", mdCode(cmd))
+		if note := EnvNote(cmd); note != "" {
+			fmt.Fprintf(&b, "(%s.)\n\n", note)
+		}
 	}
 	b.WriteString("</details>\n\n")
 	return b.String()

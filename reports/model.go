@@ -159,6 +159,10 @@ type Evidence struct {
 	// Replay is how often a finding's plan reproduced (durachk explore's
 	// shrunk plan); nil for any other result.
 	Replay *Replay `json:"replay,omitempty"`
+	// Scale is how many times slower than planned the scenario ran in wall
+	// time (a real target on a busy machine stretches every scenario time);
+	// absent: as planned, or not known.
+	Scale float64 `json:"scenario_scale,omitempty"`
 }
 
 // Replay is a finding's reproduction rate: its plan run Runs times with the

@@ -91,8 +91,8 @@ func TrialLines(d *Document, r contracts.Result) []TrialLine {
 			}
 			l.SeedsTried = strings.Join(ss, ", ")
 		}
-		if t.Verdict != contracts.Pass {
-			l.Reproduce = ev.ReproduceTrials[t.Seed]
+		if t.Verdict != contracts.Pass && ev.ReproduceTrials[t.Seed] != "" {
+			l.Reproduce = PasteCommand(ev.ReproduceTrials[t.Seed], nil)
 		}
 		out = append(out, l)
 	}

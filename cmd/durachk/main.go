@@ -178,6 +178,7 @@ func run(args []string) error {
 		},
 	}
 	targetFlags(listCmd, &lo)
+	listCmd.Flags().StringVar(&lo.Format, "format", "text", "text or json")
 
 	var reportFormat, reportOut string
 	reportCmd := &cobra.Command{
@@ -204,7 +205,7 @@ func run(args []string) error {
 			return cli.Compare(args, compareFormat, compareOut, cmd.OutOrStdout())
 		},
 	}
-	compareCmd.Flags().StringVar(&compareFormat, "format", "text", "text, md or html")
+	compareCmd.Flags().StringVar(&compareFormat, "format", "text", "text, md, html or json")
 	compareCmd.Flags().StringVarP(&compareOut, "output", "o", "", "file to write (default: stdout)")
 
 	var do cli.RunOptions
@@ -217,6 +218,7 @@ func run(args []string) error {
 		},
 	}
 	targetFlags(doctorCmd, &do)
+	doctorCmd.Flags().StringVar(&do.Format, "format", "text", "text or json")
 
 	var co cli.RunOptions
 	var cleanupRuns []string
@@ -463,6 +465,10 @@ func run(args []string) error {
 	}
 
 	root.AddCommand(versionCmd, runCmd, atlasCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	document(root)
+	if captureRoot != nil {
+		captureRoot(root)
+	}
 	err := root.Execute()
 	var ee *cli.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -470,6 +476,9 @@ func run(args []string) error {
 	}
 	return err
 }
+
+// captureRoot, if set, is handed the command tree before it runs (tests).
+var captureRoot func(*cobra.Command)
 
 func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,10 +56,12 @@ type atlasProfileFile struct {
 }
 
 // atlasProfile is a profile loaded: its column and its target URL ("" when
-// it cannot run here: NotRun says why).
+// it cannot run here: NotRun says why), and its entry in the profiles file
+// (canonical YAML), which its definition is named from.
 type atlasProfile struct {
 	reports.AtlasProfile
-	url string
+	url   string
+	entry []byte
 }
 
 // loadAtlas reads a profiles file: every profile's target is a durachk.yaml
@@ -81,6 +84,10 @@ func loadAtlas(path string, only []string) (reports.AtlasIndex, []atlasProfile, 
 	}
 	if len(f.Profiles) == 0 {
 		return idx, nil, ConfigError(fmt.Errorf("%s: no profiles", path))
+	}
+	entries, err := profileEntries(b)
+	if err != nil || len(entries) != len(f.Profiles) {
+		return idx, nil, ConfigError(fmt.Errorf("%s: profiles: %v", path, err))
 	}
 	idx = reports.AtlasIndex{Schema: reports.AtlasSchema, Title: f.Title, Note: strings.TrimSpace(f.Note), Brokers: f.Brokers}
 	if f.Seed != nil {
@@ -113,7 +120,7 @@ func loadAtlas(path string, only []string) (reports.AtlasIndex, []atlasProfile, 
 			return idx, nil, ConfigError(fmt.Errorf("%s: %w", where, err))
 		}
 		p := atlasProfile{AtlasProfile: reports.AtlasProfile{Name: pf.Name, Broker: pf.Broker, Choose: pf.Choose,
-			Emulator: pf.Emulator, Contracts: cs, Dir: pf.Name}}
+			Emulator: pf.Emulator, Contracts: cs, Dir: pf.Name, Definition: reports.ProfileDefinition(entries[i], cs)}, entry: entries[i]}
 		u, err := atlasTarget(pf)
 		switch {
 		case errors.Is(err, config.ErrUnset):
@@ -133,6 +140,53 @@ func loadAtlas(path string, only []string) (reports.AtlasIndex, []atlasProfile, 
 		idx.Profiles = append(idx.Profiles, p.AtlasProfile)
 	}
 	return idx, ps, nil
+}
+
+// profileEntries are the profiles of a profiles file, each as canonical
+// YAML: comments and layout left out, so that only a change to what a
+// profile says changes its definition.
+func profileEntries(file []byte) ([][]byte, error) {
+	var raw struct {
+		Profiles []yaml.Node `yaml:"profiles"`
+	}
+	if err := yaml.Unmarshal(file, &raw); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for i := range raw.Profiles {
+		n := &raw.Profiles[i]
+		uncomment(n)
+		b, err := yaml.Marshal(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func uncomment(n *yaml.Node) {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	n.Style &^= yaml.FlowStyle | yaml.LiteralStyle | yaml.FoldedStyle
+	for _, c := range n.Content {
+		uncomment(c)
+	}
+}
+
+// AtlasWanted is what an atlas generated from the profiles file at path
+// must be the measurement of (reports.Atlas.Stale): each profile's
+// definition, the file's seed, the checker's properties now and at least
+// minTrials trials a cell.
+func AtlasWanted(path string, minTrials int) (reports.AtlasWant, error) {
+	idx, _, err := loadAtlas(path, nil)
+	if err != nil {
+		return reports.AtlasWant{}, err
+	}
+	w := reports.AtlasWant{Seed: idx.Seed, Properties: reports.PropertiesHash(), MinTrials: minTrials}
+	for _, p := range idx.Profiles {
+		w.Definitions = append(w.Definitions, reports.ProfileDef{Name: p.Name, Definition: p.Definition})
+	}
+	return w, nil
 }
 
 // atlasTarget turns a profile's target mapping into its URL through the
@@ -204,13 +258,20 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 			idx.Profiles[i].Contracts = ps[i].Contracts
 		}
 	}
+	// Nothing to run is a mistake (a filter that selects nothing, an empty
+	// file): say so, and write nothing.
+	if !slices.ContainsFunc(ps, func(p atlasProfile) bool {
+		return p.NotRun == "" && len(p.Contracts) > 0 && (len(o.Only) == 0 || slices.Contains(o.Only, p.Name))
+	}) {
+		return ConfigError(fmt.Errorf("atlas: nothing to run: no profile of %s selected (--profile, --contract) runs a contract with its variables set", o.Profiles))
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return ConfigError(err)
 	}
 	if err := reports.WriteAtlasIndex(filepath.Join(o.Out, "atlas.json"), idx); err != nil {
 		return ConfigError(err)
 	}
-	start, load0 := time.Now(), loadAverage()
+	start, load0, build, machine := time.Now(), loadAverage(), reports.ReadBuild(), reports.ThisMachine()
 	ran, kept, failed := 0, 0, 0
 	for i, p := range ps {
 		switch {
@@ -225,8 +286,9 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 			continue
 		}
 		dir := filepath.Join(o.Out, p.Dir)
-		if atlasDone(dir, idx.Seed, trials, p.Contracts) {
-			fmt.Fprintf(stderr, "durachk: atlas: %s: kept %s (complete, same seed, trials and contracts)\n", p.Name, filepath.Join(dir, "result.json"))
+		def := reports.ProfileDefinition(p.entry, p.Contracts)
+		if atlasDone(dir, idx.Seed, trials, p.Contracts, def) {
+			fmt.Fprintf(stderr, "durachk: atlas: %s: kept %s (complete and stamped: same definition, seed, trials and contracts)\n", p.Name, filepath.Join(dir, "result.json"))
 			kept++
 			continue
 		}
@@ -237,14 +299,25 @@ func Atlas(ctx context.Context, o AtlasOptions, stdout, stderr io.Writer) error 
 		}
 		ro := RunOptions{Targets: []string{p.url}, Contracts: p.Contracts, Seed: idx.Seed, SeedSet: true,
 			Trials: o.Trials, Parallel: o.Parallel, Out: dir, Command: atlasRunCommand(p, idx.Seed, trials)}
+		stamp := reports.AtlasStamp{Profile: p.Name, Definition: def, Properties: reports.PropertiesHash(), Seed: idx.Seed, Trials: trials,
+			Commit: build.Revision, Dirty: build.Modified, Version: build.Version, Started: time.Now().UTC(), Machine: reports.ThisMachine()}
 		err = Run(ctx, ro, log, stderr)
 		log.Close()
 		ran++
+		stamp.Finished, stamp.Machine.LoadEnd = time.Now().UTC(), reports.LoadAverage()
+		if _, serr := os.Stat(filepath.Join(dir, "result.json")); serr == nil {
+			if serr := reports.WriteStamp(dir, stamp); serr != nil {
+				return ConfigError(serr)
+			}
+		}
 		if c := Code(err); err != nil && c != ExitViolation && c != ExitUnknown {
 			failed++
 			fmt.Fprintf(stderr, "durachk: atlas: %s: %v\n", p.Name, err)
 		}
 	}
+	idx.Run = &reports.AtlasRun{Commit: build.Revision, Dirty: build.Modified, Version: build.Version,
+		Started: start.UTC(), Finished: time.Now().UTC(), Machine: machine}
+	idx.Run.Machine.LoadEnd = reports.LoadAverage()
 	idx.Measured = fmt.Sprintf("this invocation ran %s in %s on %s (load average %s at its start, %s at its end)",
 		plural(ran, "profile"), time.Since(start).Round(time.Second), plural(runtime.NumCPU(), "CPU"), load0, loadAverage())
 	if kept > 0 {
@@ -283,8 +356,12 @@ func atlasRunCommand(p atlasProfile, seed uint64, trials int) string {
 	return strings.Join(parts, " ")
 }
 
-// atlasDone says dir holds a complete result of the profile as asked.
-func atlasDone(dir string, seed uint64, trials int, cs []string) bool {
+// atlasDone says dir holds a complete result of the profile as asked,
+// stamped with its definition as it is now (def).
+func atlasDone(dir string, seed uint64, trials int, cs []string, def string) bool {
+	if st, err := reports.ReadStamp(dir); err != nil || st == nil || st.Definition != def || st.Properties != reports.PropertiesHash() {
+		return false
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
 	if err != nil {
 		return false
@@ -302,13 +379,7 @@ func atlasDone(dir string, seed uint64, trials int, cs []string) bool {
 }
 
 // loadAverage is the machine's one-minute load average ("?" where unknown).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "?"
-}
+func loadAverage() string { return cmp.Or(reports.LoadAverage(), "?") }
 
 func renderAtlas(dir string, stdout io.Writer) error {
 	a, err := reports.LoadAtlas(dir)

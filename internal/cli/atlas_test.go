@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,11 +15,9 @@ import (
 	"github.com/durachk/durachk/reports"
 )
 
-// TestAtlasProfilesParse: every profile of atlas/profiles.yaml is a target
-// durachk takes (its URL parses with its knobs, given the loopback URLs
-// .ci/services.sh exports), says what a team would choose it for, and every
-// broker kind of the docs has profiles; SQS is marked as the emulator.
-func TestAtlasProfilesParse(t *testing.T) {
+// loopbackEnv sets the brokers' URLs as .ci/services.sh exports them, for
+// the test only (config's ${VAR}).
+func loopbackEnv(t *testing.T) {
 	env := map[string]string{
 		"DURACHK_PG_URL":    "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 		"DURACHK_REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -28,7 +28,15 @@ func TestAtlasProfilesParse(t *testing.T) {
 	}
 	old := config.Getenv
 	config.Getenv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	defer func() { config.Getenv = old }()
+	t.Cleanup(func() { config.Getenv = old })
+}
+
+// TestAtlasProfilesParse: every profile of atlas/profiles.yaml is a target
+// durachk takes (its URL parses with its knobs, given the loopback URLs
+// .ci/services.sh exports), says what a team would choose it for, and every
+// broker kind of the docs has profiles; SQS is marked as the emulator.
+func TestAtlasProfilesParse(t *testing.T) {
+	loopbackEnv(t)
 	idx, ps, err := loadAtlas("../../atlas/profiles.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -78,22 +86,25 @@ func TestAtlasMemResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prose := strings.Join(strings.Fields(string(md)), " ") // wrapped lines joined
 	for _, want := range []string{
-		"[✅ pass in 2 of 2](#c-mem-plain--retry.bounded)",
-		"[❌ moved_by_broker in 2 of 2](#c-mem-dl1--retry.bounded)",
+		"### `retry.bounded` on `mem-plain`: ✅ pass in 2 of 2",
+		"### `retry.bounded` on `mem-dl1`: ❌ moved_by_broker in 2 of 2",
+		"| `mem-dl1` | [❌ moved_by_broker 2/2][",
 		"**Choose** `mem-plain` (the reference broker)",
 		"`mem-dl1` violates `lease.redelivery` (moved_by_broker in 2 of 2)",
+		"They all skipped `durability.failover`",
 		"environment variable DURACHK_ATLAS_TEST_UNSET_URL is not set",
-		"Reproduce: `durachk run --seed 1 --target 'mem?name=mem-dl1&delivery_limit=1' --contract retry.bounded --trials 2`",
-		"The witness's trial alone: `durachk run --seed 1 --target 'mem?name=mem-dl1&delivery_limit=1' --contract retry.bounded`",
+		"Reproduce it: ```sh durachk run --seed 1 --target 'mem?name=mem-dl1&delivery_limit=1' --contract retry.bounded --trials 2 ```",
+		"The witness's trial alone: ```sh durachk run --seed 1 --target 'mem?name=mem-dl1&delivery_limit=1' --contract retry.bounded ```",
 	} {
-		if !strings.Contains(string(md), want) {
+		if !strings.Contains(prose, want) {
 			t.Errorf("atlas.md lacks %q:\n%s", want, md)
 		}
 	}
-	// Violations first: the rows of the table start with the violated ones.
-	if i, j := strings.Index(string(md), "| `retry.bounded` |"), strings.Index(string(md), "| `durability.ack` |"); i < 0 || j < 0 || i > j {
-		t.Errorf("rows: retry.bounded (violated) at %d, durability.ack (passes) at %d: want violations first", i, j)
+	// Violations first: the table's columns start with the violated contracts.
+	if !strings.Contains(string(md), "| configuration | `lease.redelivery` | `retry.bounded` | `durability.ack` | `durability.failover` |") {
+		t.Errorf("the table's columns: want the violated contracts first:\n%s", md)
 	}
 
 	// Resume: mem-plain's result kept; mem-dl1's made incomplete is rerun.
@@ -164,5 +175,192 @@ func TestAtlasRefusesBadProfiles(t *testing.T) {
 		if Code(err) != ExitConfig {
 			t.Errorf("%s: %v (exit %d), want a configuration error", name, err, Code(err))
 		}
+	}
+}
+
+// An atlas with nothing to run — an empty profiles file, a --contract or
+// --profile that selects nothing, every profile's variables unset — is a
+// configuration error (exit 3, one line) and writes nothing.
+func TestAtlasNothingToRun(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	os.WriteFile(empty, nil, 0o644)
+	unset := filepath.Join(t.TempDir(), "unset.yaml")
+	os.WriteFile(unset, []byte("format: durachk.atlas/v1\nprofiles: [{name: a, broker: mem, choose: x, target: {url: \"${DURACHK_ATLAS_TEST_UNSET_URL}\"}}]\n"), 0o644)
+	for name, o := range map[string]AtlasOptions{
+		"empty file":           {Profiles: empty},
+		"no profile runs it":   {Profiles: "testdata/atlas-mem.yaml", Contracts: []string{"order.fifo"}},
+		"profile and contract": {Profiles: "testdata/atlas-mem.yaml", Only: []string{"mem-unset"}},
+		"variables unset":      {Profiles: unset},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o.Out = filepath.Join(t.TempDir(), "out")
+			var stdout, stderr bytes.Buffer
+			err := Atlas(context.Background(), o, &stdout, &stderr)
+			if Code(err) != ExitConfig || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%v (exit %d): want one line, exit 3", err, Code(err))
+			}
+			if _, serr := os.Stat(o.Out); !os.IsNotExist(serr) {
+				t.Errorf("%s written (%v): want nothing", o.Out, serr)
+			}
+		})
+	}
+}
+
+// The atlas records what each profile was measured with (stamp.json: its
+// definition, the checker's properties, seed, trials, durachk, machine) and
+// the check that the committed atlas is current (reports.Atlas.Stale, run on
+// docs/atlas by the atlas package's test) fails when a profile is added, a
+// profile's target changes, the checker's properties change, or a cell has
+// fewer trials than asked; running the changed profile again makes it pass.
+func TestAtlasStaleWhenProfilesChange(t *testing.T) {
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	orig, _ := os.ReadFile("testdata/atlas-mem.yaml")
+	// Without the unset profile: a committed atlas measures every profile.
+	body := string(orig[:bytes.Index(orig, []byte("  - name: mem-unset"))])
+	os.WriteFile(profiles, []byte(body), 0o644)
+	out := filepath.Join(dir, "out")
+	atlas := func() {
+		t.Helper()
+		o := AtlasOptions{Profiles: profiles, Trials: 2, Out: out, Command: "durachk atlas"}
+		if err := Atlas(context.Background(), o, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(minTrials int) []string {
+		t.Helper()
+		want, err := AtlasWanted(profiles, minTrials)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := reports.LoadAtlas(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Stale(want)
+	}
+	atlas()
+	st, err := reports.ReadStamp(filepath.Join(out, "mem-plain"))
+	if err != nil || st == nil || st.Definition == "" || st.Properties != reports.PropertiesHash() || st.Trials != 2 || st.Seed != 1 ||
+		st.Machine.CPUs == 0 || st.Started.IsZero() || st.Finished.Before(st.Started) {
+		t.Fatalf("stamp %+v, %v: want the definition, properties, seed, trials, machine and times", st, err)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "atlas.md"))
+	for _, w := range []string{"## How it was measured", "2 trials a cell for 2 configurations", " CPU", "UTC by durachk"} {
+		if !strings.Contains(strings.Join(strings.Fields(string(md)), " "), w) {
+			t.Errorf("atlas.md lacks its stamp %q", w)
+		}
+	}
+	if idx, err := reports.ReadAtlasIndex(filepath.Join(out, "atlas.json")); err != nil || idx.Run == nil || idx.Run.Machine.CPUs == 0 ||
+		idx.Run.Finished.Before(idx.Run.Started) || idx.Run.Version == "" {
+		t.Errorf("atlas.json's run %+v, %v: want the invocation's stamp", idx.Run, err)
+	}
+	if s := stale(2); len(s) != 0 {
+		t.Fatalf("a fresh atlas is stale: %v", s)
+	}
+	if s := stale(5); len(s) != 2 || !strings.Contains(s[0], "2 trial(s) a cell, want at least 5") {
+		t.Errorf("2 trials where 5 are asked: %v", s)
+	}
+	// A profile added without regenerating.
+	os.WriteFile(profiles, []byte(body+"  - name: mem-dl2\n    broker: mem\n    choose: a broker that dead-letters after two deliveries\n    target: {url: mem, delivery_limit: 2}\n"), 0o644)
+	if s := stale(2); len(s) != 1 || !strings.Contains(s[0], "profile mem-dl2 is in the profiles file, not in the atlas") {
+		t.Errorf("a profile added: %v", s)
+	}
+	atlas() // runs mem-dl2 only: the others are kept
+	if s := stale(2); len(s) != 0 {
+		t.Errorf("after the atlas ran again: %v", s)
+	}
+	// A profile's target changed (a comment alone does not change it).
+	changed := strings.Replace(body, "delivery_limit: 1}", "delivery_limit: 3}", 1) + "# a comment\n"
+	os.WriteFile(profiles, []byte(changed+"  - name: mem-dl2 # two\n    broker: mem\n    choose: a broker that dead-letters after two deliveries\n    target: {url: mem, delivery_limit: 2}\n"), 0o644)
+	if s := stale(2); len(s) != 1 || !strings.Contains(s[0], "profile mem-dl1 changed in the profiles file") {
+		t.Errorf("a profile's target changed: %v", s)
+	}
+	atlas()
+	if s := stale(2); len(s) != 0 {
+		t.Errorf("after the atlas ran again: %v", s)
+	}
+	// The checker's properties changed since.
+	for _, p := range []string{"mem-plain", "mem-dl1", "mem-dl2"} {
+		st, _ := reports.ReadStamp(filepath.Join(out, p))
+		st.Properties = "0123456789abcdef"
+		reports.WriteStamp(filepath.Join(out, p), *st)
+	}
+	if s := stale(2); len(s) != 3 || !strings.Contains(s[0], "another list of the checker's properties") {
+		t.Errorf("the properties changed: %v", s)
+	}
+}
+
+// targetURL finds the broker URLs of a page.
+var targetURL = regexp.MustCompile("(redis|rediss|postgres|postgresql|amqp|amqps|nats|mysql|sqs)://[^'`\"\\s)]*\\?[^'`\"\\s)]*")
+
+// Every configuration a doc runs on a broker durachk starts (a URL with
+// private-instance.* or private-cluster.* knobs: a configuration the doc
+// measured) has a profile in the atlas that sets each of those knobs to the
+// same value, so that the atlas measures it again at every regeneration.
+func TestEveryDocumentedConfigurationHasAProfile(t *testing.T) {
+	loopbackEnv(t)
+	_, loaded, err := loadAtlas("../../atlas/profiles.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type profile struct {
+		name, scheme string
+		knobs        url.Values
+	}
+	var ps []profile
+	for _, p := range loaded {
+		pu, err := url.Parse(p.url)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		ps = append(ps, profile{p.Name, pu.Scheme, pu.Query()})
+	}
+	docs, _ := filepath.Glob("../../docs/*.md")
+	checked := 0
+	for _, doc := range docs {
+		if strings.HasSuffix(doc, "atlas.md") {
+			continue
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range targetURL.FindAllString(string(b), -1) {
+			du, err := url.Parse(strings.ReplaceAll(m, "…", ""))
+			if err != nil {
+				continue
+			}
+			knobs := map[string]string{}
+			for k, vs := range du.Query() {
+				if strings.HasPrefix(k, "private-instance.") || strings.HasPrefix(k, "private-cluster.") {
+					knobs[k] = vs[len(vs)-1]
+				}
+			}
+			if len(knobs) == 0 {
+				continue
+			}
+			checked++
+			found := false
+			for _, p := range ps {
+				if p.scheme != du.Scheme {
+					continue
+				}
+				all := true
+				for k, v := range knobs {
+					all = all && p.knobs.Get(k) == v
+				}
+				if all {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s runs %s: no profile of atlas/profiles.yaml sets %v: add one (and regenerate the atlas)", filepath.Base(doc), m, knobs)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("no doc names a configuration on a private broker: the check checked nothing")
 	}
 }

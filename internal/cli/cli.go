@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -74,8 +75,10 @@ type RunOptions struct {
 	// verdicts that differed (improvements and regressions alike).
 	UpdateBaseline bool
 	Formats        []string // files to write besides result.json (default: all)
+	Format         string   // list, doctor: what they print, text (default) or json
 	Command        string   // the command line, for the report's reproduce line
 
+	envVars  map[string]string   // the config file's ${VAR}s with their values (specs)
 	placed   func(n int)         // told after each result is written (tests)
 	resolved []*target           // the targets, resolved already (tests)
 	plans    map[string]planInfo // the --plan contracts by id, from checkRun
@@ -88,7 +91,10 @@ type target struct {
 	parsed  targets.Spec // zero for mem
 	info    reports.TargetInfo
 	secrets []string
-	scale   float64
+	// refs name the variable each credential came from (credential →
+	// variable): a reproduce command writes ${VAR} for it.
+	refs  map[string]string
+	scale float64
 }
 
 // ResolveTarget turns a --target value into a Target: mem, or a broker URL
@@ -174,7 +180,7 @@ func specs(o *RunOptions) ([]string, string, error) {
 		for _, t := range c.Targets {
 			out = append(out, t.URL)
 		}
-		store = c.Store
+		store, o.envVars = c.Store, c.Vars
 		if c.HasSeed && !o.SeedSet {
 			o.Seed = c.Seed
 		}
@@ -202,6 +208,14 @@ func resolveAll(ctx context.Context, o *RunOptions, log io.Writer) ([]*target, e
 			return nil, ConfigError(fmt.Errorf("target name %q used twice: name each target (name: in durachk.yaml, name= in a URL)", t.Name()))
 		}
 		names[t.Name()] = true
+		for name, v := range o.envVars {
+			if slices.Contains(t.secrets, v) {
+				if t.refs == nil {
+					t.refs = map[string]string{}
+				}
+				t.refs[v] = name
+			}
+		}
 		ts = append(ts, t)
 	}
 	return ts, nil
@@ -241,14 +255,12 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	order := doc.ReadingOrder() // violations first, then unknowns
 	for _, i := range order {
 		r := doc.Results[i]
-		verdict := string(r.Verdict)
-		if n := len(r.Trials); n > 1 {
-			verdict = reports.TrialsNote(r)
-		}
+		verdict := reports.VerdictText(r)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\n", r.Target, r.Contract, verdict, r.Stats.Accepted, r.Stats.Executions,
 			r.Stats.Explained, r.Stats.Unexplained, faultCount(r.Stats.Faults), fmtMS(doc.WallMS(i)))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, TableLegend)
 	for _, r := range doc.Results {
 		if r.Contract != "" && strings.HasPrefix(r.Contract, "scenario/") {
 			fmt.Fprintf(w, "%s: %s; cancelled %d, events dead-lettered %d, circuit opened %d\n", r.Contract, SeedColumns(r.Stats),
@@ -273,6 +285,15 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 	fmt.Fprintf(w, "\n%d pass, %d violation, %d unknown, %d skipped (seed %d, measured on %s)\n",
 		doc.Summary["pass"], doc.Summary["violation"], doc.Summary["unknown"], doc.Summary["skipped"], doc.Seed, measuredOn(doc))
 }
+
+// TableLegend says what each column of PrintTable's table holds (README and
+// reports/SCHEMA.md say it too).
+const TableLegend = `VERDICT: pass, unknown, skipped, or a violation by the properties it raised with their counts (lost ×20);
+  with --trials, how many trials had it. JOBS: jobs the broker accepted. EXECUTIONS: times a worker started
+  a job's work (retries and redeliveries included). DUPS EXPL/UNEXPL: deliveries of a job after an earlier
+  one, explained (a fault, lost reply, nack, expired lease, broker restart or second enqueue) / unexplained
+  (the property unexplained_duplicate). FAULTS: faults applied (kills, pauses, partitions, crashes; resumes
+  not counted). TIME: wall time of the result, all its trials. Witness TIME: since the run's first operation.`
 
 // maxWitnessesShown bounds the witnesses printed per result.
 const maxWitnessesShown = 2
@@ -309,8 +330,12 @@ func fmtMS(ms float64) string {
 	return fmt.Sprintf("%.1fs", ms/1000)
 }
 
-// List prints the catalogue.
+// List prints the catalogue: as a table, or with o.Format json as one JSON
+// document.
 func List(ctx context.Context, w io.Writer, o RunOptions) error {
+	if err := checkFormat("list", cmp.Or(o.Format, "text"), "text", "json"); err != nil {
+		return err
+	}
 	rs, err := resolveAll(ctx, &o, nil)
 	if err != nil {
 		return err
@@ -318,6 +343,9 @@ func List(ctx context.Context, w io.Writer, o RunOptions) error {
 	var ts []contracts.Target
 	for _, t := range rs {
 		ts = append(ts, t.Target)
+	}
+	if strings.EqualFold(o.Format, "json") {
+		return listJSON(w, ts)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTRACT\tSUPPORTED ON\tCLAIM")
@@ -459,13 +487,7 @@ func raised(r contracts.Result) string {
 	if len(r.Stats.Violations) == 0 {
 		return "-"
 	}
-	var out []string
-	for _, spec := range checker.Properties {
-		if n := r.Stats.Violations[string(spec.Name)]; n > 0 {
-			out = append(out, fmt.Sprintf("%s ×%d", spec.Name, n))
-		}
-	}
-	return strings.Join(out, ", ")
+	return strings.Join(reports.PropertyCounts(r), ", ")
 }
 
 // Stderr is where commands report errors; a variable for tests.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,9 +24,15 @@ import (
 // unreachable target is reported and makes the command fail (exit 3) after
 // every target was checked.
 func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
+	if err := checkFormat("doctor", cmp.Or(o.Format, "text"), "text", "json"); err != nil {
+		return err
+	}
 	ss, store, err := specs(&o)
 	if err != nil {
 		return err
+	}
+	if strings.EqualFold(o.Format, "json") {
+		return doctorJSON(ctx, ss, store, w)
 	}
 	var failed []string
 	for _, spec := range ss {
@@ -51,22 +58,9 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 		c := ti.Capabilities
 		fmt.Fprintf(tw, "  lease\t%s\n  lease extension\t%s\n  fencing token\t%s\n  fenced ack\t%v\n  delivery count\t%s\n  dead letter\t%s\n  delayed nack\t%s\n  FIFO\t%v\n  durable\t%v\n",
 			c.Lease, c.LeaseExtension, c.Token, c.FencedAck, c.DeliveryCount, c.DeadLetter, c.DelayedNack, c.FIFO, c.Durable)
-		if t.parsed.Kind != "" {
-			switch err := targets.CanKillBroker(t.parsed); {
-			case err != nil:
-				fmt.Fprintf(tw, "  broker kill\tno: %v\n", err)
-			case t.parsed.ControlKills():
-				fmt.Fprintf(tw, "  broker kill\tyes (control commands)\n")
-			default:
-				fmt.Fprintf(tw, "  broker kill\tyes (private instance)\n")
-			}
-			if err := targets.CanFaultNodes(t.parsed); err == nil {
-				fmt.Fprintf(tw, "  node faults\tyes: %s\n", targets.DescribeCluster(t.parsed))
-			} else {
-				fmt.Fprintf(tw, "  node faults\tno: %v\n", err)
-			}
-		} else {
-			fmt.Fprintf(tw, "  broker kill\t%v (simulated)\n", c.BrokerKill)
+		fmt.Fprintf(tw, "  broker kill\t%s\n", brokerKill(t))
+		if nf := nodeFaults(t); nf != "" {
+			fmt.Fprintf(tw, "  node faults\t%s\n", nf)
 		}
 		fmt.Fprintf(tw, "  power loss\t%v\n", c.PowerLoss)
 		for _, n := range c.Notes {

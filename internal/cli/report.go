@@ -50,8 +50,8 @@ func emit(b *bytes.Buffer, out string, stdout io.Writer) error {
 // contracts as rows (violations and unknowns first), each target of each run
 // a column with the settings that tell it from the other columns of its kind
 // and its fingerprint, each cell a verdict linking to its evidence
-// (report.html beside the run's result.json). format is text (default), md or
-// html.
+// (report.html beside the run's result.json). format is text (default), md,
+// html or json (the matrix as one document: reports.Matrix).
 func Compare(paths []string, format, out string, stdout io.Writer) error {
 	if len(paths) == 0 {
 		return ConfigError(fmt.Errorf("compare: name one or more result.json files"))
@@ -75,8 +75,10 @@ func Compare(paths []string, format, out string, stdout io.Writer) error {
 		err = reports.WriteMatrixMarkdown(&b, m)
 	case "html":
 		err = reports.WriteMatrixHTML(&b, m)
+	case "json":
+		err = writeJSON(&b, m)
 	default:
-		return ConfigError(fmt.Errorf("--format %q: want text, md or html", format))
+		return ConfigError(fmt.Errorf("--format %q: want text, md, html or json", format))
 	}
 	if err != nil {
 		return ConfigError(err)

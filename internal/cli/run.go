@@ -81,7 +81,7 @@ func evaluate(ctx context.Context, t *target, c *contracts.Contract, o RunOption
 // commands that reproduce it and each trial that did not pass.
 func entryOf(t *target, c *contracts.Contract, o RunOptions, runs []contracts.Result, recs []*recorder) reports.Entry {
 	res := contracts.Aggregate(runs)
-	ev := reports.Evidence{Reproduce: reproduce(t, c, o, res.Seed)}
+	ev := reports.Evidence{Reproduce: reproduce(t, c, o, res.Seed), Scale: t.scale}
 	for _, tr := range res.Trials {
 		if tr.Verdict != contracts.Pass {
 			if ev.ReproduceTrials == nil {
@@ -177,7 +177,7 @@ func anchor(ops []history.Op, sc contracts.Scenario, scale float64) int64 {
 func reproduce(t *target, c *contracts.Contract, o RunOptions, seed uint64) string {
 	parts := []string{"durachk", "run", "--seed", fmt.Sprint(seed)}
 	if t.spec != "mem" && t.spec != "" {
-		parts = append(parts, "--target", shellQuote(reports.RedactURL(t.spec)))
+		parts = append(parts, "--target", reports.PasteURL(t.spec, t.refs))
 	}
 	if pi, ok := o.plans[c.ID]; ok {
 		parts = append(parts, "--plan", shellQuote(pi.path))

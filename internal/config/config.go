@@ -23,6 +23,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,10 @@ type Config struct {
 	Targets []Target
 	// Store is the effect store URL for real targets ("" : the default).
 	Store string
+	// Vars are the environment variables the file refers to (${VAR}), with
+	// their values: a report writes a credential as the reference the file
+	// took it from, never as itself.
+	Vars map[string]string
 }
 
 // Target is one target of the file.
@@ -145,6 +150,14 @@ func Parse(b []byte) (*Config, error) {
 			return nil, fmt.Errorf("%w: line %d: unknown key %q (known: seed, targets, store)", ErrConfig, k.Line, clip(k.Value))
 		}
 	}
+	for _, m := range varRE.FindAllSubmatch(b, -1) {
+		if v, ok := Getenv(string(m[1])); ok {
+			if c.Vars == nil {
+				c.Vars = map[string]string{}
+			}
+			c.Vars[string(m[1])] = v
+		}
+	}
 	names := map[string]bool{}
 	for _, t := range c.Targets {
 		if t.Name == "" {
@@ -170,6 +183,9 @@ func scalar(n *yaml.Node, what string) (string, error) {
 	}
 	return Expand(n.Value, what)
 }
+
+// varRE finds the ${VAR} references of a file.
+var varRE = regexp.MustCompile(`\$\{([^}]+)\}`)
 
 // maxKnobNodes bounds the nodes one target's knobs may visit, so that nested
 // aliases cannot expand a small file into millions of knobs.

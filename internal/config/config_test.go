@@ -86,3 +86,21 @@ func TestLoadNamesTheFile(t *testing.T) {
 		t.Errorf("err = %v, want the file and the key named", err)
 	}
 }
+
+// A config records the variables it refers to, with their values: a report
+// writes a credential as the reference it came from.
+func TestVarsReferenced(t *testing.T) {
+	old := Getenv
+	Getenv = func(k string) (string, bool) {
+		v, ok := map[string]string{"RABBIT_PASSWORD": "s3cr3t", "HOST": "127.0.0.1"}[k]
+		return v, ok
+	}
+	defer func() { Getenv = old }()
+	c, err := Parse([]byte("targets:\n  - name: q\n    url: amqp://guest:${RABBIT_PASSWORD}@${HOST}:5672/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Vars) != 2 || c.Vars["RABBIT_PASSWORD"] != "s3cr3t" || c.Vars["HOST"] != "127.0.0.1" {
+		t.Errorf("vars %v: want RABBIT_PASSWORD and HOST with their values", c.Vars)
+	}
+}

@@ -30,6 +30,14 @@ func Sensitive(name string) bool {
 // secret-looking query parameter with xxxxx. A string that is not a URL comes
 // back unchanged.
 func URL(s string) string {
+	return URLFunc(s, func(string, string) string { return Mask })
+}
+
+// URLFunc replaces each credential of a URL with what mask returns for it:
+// mask gets the place ("password" for the user info's, else the query
+// parameter's name) and the value there, as written in the URL. A string
+// that is not a URL comes back unchanged.
+func URLFunc(s string, mask func(param, value string) string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok || scheme == "" || strings.ContainsAny(scheme, " \t/") {
 		return s
@@ -40,8 +48,8 @@ func URL(s string) string {
 		authEnd = i
 	}
 	if at := strings.LastIndex(rest[:authEnd], "@"); at >= 0 {
-		if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
-			rest = user + ":" + Mask + rest[at:]
+		if user, pw, hasPw := strings.Cut(rest[:at], ":"); hasPw {
+			rest = user + ":" + mask("password", pw) + rest[at:]
 		}
 	}
 	base, query, hasQ := strings.Cut(rest, "?")
@@ -54,13 +62,13 @@ func URL(s string) string {
 	}
 	parts := strings.Split(query, "&")
 	for i, p := range parts {
-		k, _, hasV := strings.Cut(p, "=")
+		k, v, hasV := strings.Cut(p, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
 			name = k
 		}
 		if hasV && Sensitive(name) {
-			parts[i] = k + "=" + Mask
+			parts[i] = k + "=" + mask(name, v)
 		}
 	}
 	return scheme + "://" + base + "?" + strings.Join(parts, "&") + frag
