@@ -102,6 +102,13 @@ type Exploration struct {
 	Ops        int            `json:"ops"`
 	Finding    *RoundNote     `json:"finding,omitempty"`
 	Unknown    *RoundNote     `json:"unknown,omitempty"`
+	// Cut counts the rounds in flight at the end of --duration, ended
+	// before their verdict (not in Rounds).
+	Cut int `json:"cut,omitempty"`
+	// Lacking are the fault kinds the target supports and the machine the
+	// exploration ran on could not apply (a broker binary, FUSE), with why:
+	// never drawn.
+	Lacking map[string]string `json:"lacking,omitempty"`
 }
 
 // RoundNote is one round of an exploration: its number and seed, and what

@@ -256,3 +256,57 @@ func TestMergeTrials(t *testing.T) {
 		t.Errorf("check --result of the merge: %v\n%s", err, check.String())
 	}
 }
+
+// Two shards that found and shrank the same property are one finding: the
+// merge keeps one shrunk plan, the earliest round's over every shard (here
+// the second shard's, given first), with the other named in its reason.
+// Before, it kept both (their plans differ) and ordered them by shard.
+func TestMergeShrunkOncePerProperty(t *testing.T) {
+	dir := t.TempDir()
+	o := ExploreOptions{Rounds: 10, Jobs: 60, Sabotage: "no-heartbeat", Shrink: explore.ShrinkOptions{Replay: 2}}
+	var ins []string
+	found := map[int]int{}
+	for i := 2; i >= 1; i-- {
+		so := o
+		so.Shard = fmt.Sprintf("%d/2", i)
+		sd := filepath.Join(dir, fmt.Sprint("shard-", i))
+		if code := explored(t, so, sd); code != ExitViolation {
+			t.Fatalf("shard %d: exit %d, want a finding", i, code)
+		}
+		f := comparable(t, sd)["exploration"].(map[string]any)["finding"].(map[string]any)
+		found[i] = int(f["round"].(float64))
+		ins = append(ins, sd)
+	}
+	if found[2] >= found[1] {
+		t.Fatalf("shard 2 found round %d, shard 1 round %d: the test needs the later shard to find the earlier round", found[2], found[1])
+	}
+	merged := filepath.Join(dir, "merged")
+	var stdout, stderr bytes.Buffer
+	if err := Merge(MergeOptions{Inputs: ins, Out: merged}, &stdout, &stderr); Code(err) != ExitViolation {
+		t.Fatalf("merge: exit %d (%v)\n%s", Code(err), err, stderr.String())
+	}
+	m := comparable(t, merged)
+	if r := int(m["exploration"].(map[string]any)["finding"].(map[string]any)["round"].(float64)); r != found[2] {
+		t.Errorf("merged finding: round %d, want %d (the earliest)", r, found[2])
+	}
+	var shrunk []map[string]any
+	for _, r := range m["results"].([]any) {
+		if r := r.(map[string]any); strings.HasPrefix(r["contract"].(string), "explore/shrunk") {
+			shrunk = append(shrunk, r)
+		}
+	}
+	if len(shrunk) != 1 {
+		t.Fatalf("%d shrunk results, want 1 (one property, found twice)", len(shrunk))
+	}
+	if !strings.Contains(shrunk[0]["reason"].(string), fmt.Sprintf("shrunk again from round %d of %s", found[1], filepath.Join(dir, "shard-1", "result.json"))) {
+		t.Errorf("the kept shrunk result does not name the other: %s", shrunk[0]["reason"])
+	}
+	want, _ := os.ReadFile(filepath.Join(dir, "shard-2", "shrunk.yaml"))
+	got, _ := os.ReadFile(filepath.Join(merged, "shrunk.yaml"))
+	if len(want) == 0 || !bytes.Equal(want, got) {
+		t.Errorf("the merge's shrunk.yaml is not the earliest round's:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(merged, "shrunk-2.yaml")); err == nil {
+		t.Error("the merge wrote shrunk-2.yaml")
+	}
+}
