@@ -182,8 +182,11 @@ type Replay struct {
 	MeasuredOn string `json:"measured_on"`
 	// Deterministic: the target gives the same run for a seed every time
 	// (the embedded one), so the rate is all or nothing.
-	Deterministic bool   `json:"deterministic,omitempty"`
-	Text          string `json:"text"`
+	Deterministic bool `json:"deterministic,omitempty"`
+	// AtRisk: the plan carries at_risk; the rate is over the runs that put
+	// at risk what it needs (runs less not_at_risk), else over every run.
+	AtRisk bool   `json:"at_risk,omitempty"`
+	Text   string `json:"text"`
 }
 
 // FaultWindow is a period during which a fault was in force, in the history's

@@ -351,7 +351,7 @@ func run(args []string) error {
 	ef := exploreCmd.Flags()
 	ef.StringVar(&eo.Target, "target", "mem", "target: mem or a broker URL with its knobs")
 	ef.Uint64Var(&eo.Seed, "seed", 1, "seed of the exploration: round i runs with seed N*1000000+i")
-	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for (no round starts after it), such as 5m")
+	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for, such as 5m: no round starts after it and the rounds in flight then are cut (a finding's shrink comes after, within --shrink-time)")
 	ef.IntVar(&eo.Rounds, "rounds", 0, "stop after this many rounds (0: until --duration)")
 	ef.IntVar(&eo.Jobs, "jobs", explore.DefaultJobs, "jobs per round")
 	ef.IntVar(&eo.Pace, "pace", 0, "the producer sends this many times as fast as a round draws (default 1: a job every 10 to 70 ms)")

@@ -326,7 +326,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary, rec *report
 		rp := sh.Replay
 		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops),
 			Replay: &reports.Replay{Property: string(rp.Property), Runs: rp.Runs, Reproduced: rp.Reproduced, NotAtRisk: rp.NotAtRisk, Other: rp.Other,
-				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, Text: rp.String()}}
+				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, AtRisk: rp.AtRisk, Text: rp.String()}}
 		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
 	}
 	return out, nil
