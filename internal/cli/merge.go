@@ -39,12 +39,12 @@ type mergeInput struct {
 // --trials runs of one run, or the runs of one gate on several runners,
 // merged into one result.json with its histories and every report in
 // --out. An exploration's counts are added up and its finding is the first
-// round (by number) of any shard, its shrunk plans kept once per property
-// and plan; a contract in several runs has their trials as its trials. Inputs
-// that do not belong together (another durachk version, another
-// configuration of a target, an exploration with other options, the same
-// shard or trial twice) are a configuration error, before anything is
-// written.
+// round (by number) of any shard, one shrunk plan kept per property (the
+// earliest round's); a contract in several runs has their trials as its
+// trials. Inputs that do not belong together (another durachk version,
+// another configuration of a target, an exploration with other options or
+// fault kinds, the same shard or trial twice) are a configuration error,
+// before anything is written.
 func Merge(o MergeOptions, stdout, stderr io.Writer) error {
 	if len(o.Inputs) == 0 {
 		return ConfigError(fmt.Errorf("merge: name the result.json files to merge"))
