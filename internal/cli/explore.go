@@ -145,6 +145,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 				return ConfigError(fmt.Errorf("--faults %s: this machine cannot apply it to %s: %s", k, t.Name(), lack[k]))
 			}
 		}
+		lack = nil // what --faults left out is the user's choice, whatever the machine
 	}
 	keepLogs([]*target{t}, o.Out)
 	if err := prepareOut(o.Out, stderr); err != nil {
