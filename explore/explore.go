@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durachk/durachk/checker"
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
@@ -30,7 +31,10 @@ const (
 type Options struct {
 	Seed uint64
 	// Duration bounds the exploration in wall time: no round starts after
-	// it. Rounds, if set, bounds the number of rounds; one of them must be.
+	// it, and the rounds in flight then are ended (cut: their verdicts say
+	// nothing and are not counted). The shrink of a finding comes after, in
+	// its own budget (ShrinkOptions.Time). Rounds, if set, bounds the number
+	// of rounds; one of them must be.
 	Duration time.Duration
 	Rounds   int
 	// Jobs per round (DefaultJobs) and the most faults a round draws
@@ -118,15 +122,22 @@ type Summary struct {
 	Finding *Finding
 	Unknown *Finding
 	Shrunk  *Shrunk
+	// Cut counts the rounds in flight when the duration ran out, ended
+	// before their verdict (not in Rounds).
+	Cut int
+	// ShrinkInterrupted: ctx ended while the finding was being shrunk (no
+	// Shrunk; the finding stands).
+	ShrinkInterrupted bool
 }
 
 // Verdict is a violation when a round raised one, else unknown when a
-// round was unknown, else pass.
+// round was unknown or none ended (the duration cut every round it
+// started), else pass.
 func (s *Summary) Verdict() contracts.Verdict {
 	switch {
 	case s.Finding != nil || s.Verdicts[contracts.Violated] > 0:
 		return contracts.Violated
-	case s.Verdicts[contracts.Unknown] > 0:
+	case s.Verdicts[contracts.Unknown] > 0, s.Rounds == 0 && s.Cut > 0:
 		return contracts.Unknown
 	}
 	return contracts.Pass
@@ -176,14 +187,43 @@ func runPlan(ctx context.Context, t contracts.Target, p *plans.Plan, id string, 
 	return r, ops, err
 }
 
-// raised returns the first property of r among want (any, if want is empty).
+// raised returns the property a finding in r is about: of the properties r
+// raised among want (any, if want is empty), the one it raised most often,
+// ties in the checker's report order (checker.Properties). A fault's cause
+// outnumbers what follows from it — a holder preempted 176 times
+// (preempted) dead-letters a few healthy jobs on the crashes the
+// preemptions look like (healthy_dead_lettered) — and a shrink for the cause
+// keeps the plan it needs, not the longer one its consequence needs. The
+// checker lists violations by name, which put the consequence first.
 func raised(r contracts.Result, want []contracts.Property) (contracts.Property, bool) {
+	var best contracts.Property
+	found := false
 	for _, v := range r.Violations {
-		if len(want) == 0 || slices.Contains(want, v.Property) {
-			return v.Property, true
+		p := v.Property
+		if len(want) > 0 && !slices.Contains(want, p) || found && !before(r, p, best) {
+			continue
 		}
+		best, found = p, true
 	}
-	return "", false
+	return best, found
+}
+
+// before reports whether r raised p more often than q, or as often and p
+// comes first in the checker's report order.
+func before(r contracts.Result, p, q contracts.Property) bool {
+	if a, b := r.Stats.Violations[string(p)], r.Stats.Violations[string(q)]; a != b {
+		return a > b
+	}
+	return reportOrder(p) < reportOrder(q)
+}
+
+// reportOrder is p's place in checker.Properties (a contract's own
+// property, as token_reissued, after them all).
+func reportOrder(p contracts.Property) int {
+	if i := slices.IndexFunc(checker.Properties, func(s checker.Spec) bool { return s.Name == p }); i >= 0 {
+		return i
+	}
+	return len(checker.Properties)
 }
 
 // Run explores target t: round after round, each drawn by the nemesis and
@@ -199,6 +239,17 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("explore: shard %d/%d: want 1 to %d", sh.Index, sh.Of, sh.Of)
 	}
 	caps := t.Capabilities()
+	if sab := o.Sabotage; sab != nil {
+		// It would skip every round: an exploration of nothing.
+		if sab.MemOnly && caps.Broker != "mem" {
+			return nil, fmt.Errorf("explore: sabotage %s breaks the embedded broker or store: it runs on mem only", sab.Name)
+		}
+		if sab.Needs != nil {
+			if why := sab.Needs(caps); why != "" {
+				return nil, fmt.Errorf("explore: sabotage %s: %s", sab.Name, why)
+			}
+		}
+	}
 	nem := NewNemesis(caps, cmp.Or(o.Jobs, DefaultJobs), cmp.Or(o.MaxFaults, DefaultMaxFaults))
 	nem.Pace = o.Pace
 	if !Deterministic(t) {
@@ -233,8 +284,13 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	}
 	begin := time.Now()
 	var deadline time.Time
+	// The rounds run under rctx, which the duration ends: a round in flight
+	// then is cut, not waited for (a round of a real broker takes a minute).
+	rctx, cut := context.WithCancel(ctx)
+	defer cut()
 	if o.Duration > 0 {
 		deadline = begin.Add(o.Duration)
+		defer time.AfterFunc(o.Duration, cut).Stop()
 	}
 	var mu sync.Mutex // guards s while the progress goroutine reads it
 	stopProgress := make(chan struct{})
@@ -264,6 +320,7 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		ops   []history.Op
 		err   error
 		alone bool
+		cut   bool // ended by the duration: its verdict says nothing
 	}
 	results := make(chan done)
 	next, running := 0, 0
@@ -277,7 +334,7 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 	var waiting *done // drawn, waiting to run alone
 	alone := false
 	for {
-		for !stop && first == nil && ctx.Err() == nil && running < parallel && !alone &&
+		for !stop && first == nil && rctx.Err() == nil && running < parallel && !alone &&
 			(deadline.IsZero() || time.Now().Before(deadline)) {
 			if waiting == nil {
 				if o.Rounds > 0 && o.Shard.round(next) >= o.Rounds {
@@ -300,7 +357,8 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 			running++
 			alone = d.alone
 			go func() {
-				d.r, d.ops, d.err = runPlan(ctx, t, d.plan, "explore", o.Sabotage)
+				d.r, d.ops, d.err = runPlan(rctx, t, d.plan, "explore", o.Sabotage)
+				d.cut = rctx.Err() != nil && ctx.Err() == nil
 				results <- d
 			}()
 		}
@@ -311,6 +369,12 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 		running--
 		if d.alone {
 			alone = false
+		}
+		if d.cut {
+			mu.Lock()
+			s.Cut++
+			mu.Unlock()
+			continue
 		}
 		if d.err != nil {
 			if first == nil && ctx.Err() == nil {
@@ -353,10 +417,16 @@ func Run(ctx context.Context, t contracts.Target, o Options) (*Summary, error) {
 			so.Progress = o.Progress
 		}
 		sh, err := Shrink(ctx, t, s.Finding, o.Sabotage, so)
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			// Interrupted: the finding stands (its verdict is in hand), its
+			// shrink is not done.
+			s.ShrinkInterrupted = true
+		case err != nil:
 			return s, err
+		default:
+			s.Shrunk = sh
 		}
-		s.Shrunk = sh
 	}
 	return s, nil
 }
@@ -417,6 +487,9 @@ func (s *Summary) progressLine(wall time.Duration) string {
 		wall.Round(time.Second), s.Rounds, s.Stats.Accepted, float64(s.Stats.Accepted)/secs, byKind(s.Stats.Faults), violations(s.Violations))
 	if n := s.Verdicts[contracts.Unknown]; n > 0 {
 		fmt.Fprintf(&b, "  unknown rounds: %d", n)
+	}
+	if s.Cut > 0 {
+		fmt.Fprintf(&b, "  cut at the end of the duration: %d", s.Cut)
 	}
 	return b.String()
 }

@@ -52,8 +52,8 @@ type ShrinkOptions struct {
 
 // Replay is how a plan replayed: Runs runs of it with its seed, of which
 // Reproduced raised the property, NotAtRisk were unknown because they put
-// less at risk than the plan needs, and Other did neither (a pass, another
-// unknown, only other properties).
+// less at risk than the plan's at_risk needs, and Other did neither (a pass,
+// another unknown, only other properties).
 type Replay struct {
 	Property   contracts.Property
 	Runs       int
@@ -64,16 +64,29 @@ type Replay struct {
 	// Deterministic: the target gives the same run for a seed every time
 	// (the embedded one), so the rate is trivially all or nothing.
 	Deterministic bool
+	// AtRisk: the plan carries at_risk, so a replay that put too little at
+	// risk is told apart (NotAtRisk) from one that did not reproduce.
+	AtRisk bool
 }
 
-// String reads "reproduces 9 of 10 on redis 7.0.15 (real processes)".
+// Rated are the replays the rate is over: those that put at risk what the
+// plan's at_risk needs (every replay, when it has none).
+func (r Replay) Rated() int { return r.Runs - r.NotAtRisk }
+
+// String reads "reproduces 9 of 10 on redis 7.0.15 (real processes)": the
+// replays that reproduced of those that put at risk what at_risk needs,
+// saying how many did not; without at_risk, of every replay (a replay that
+// passed, having put nothing at risk perhaps, did not reproduce).
 func (r Replay) String() string {
-	s := fmt.Sprintf("reproduces %d of %d on %s", r.Reproduced, r.Runs, r.MeasuredOn)
+	s := fmt.Sprintf("reproduces %d of %d on %s", r.Reproduced, r.Rated(), r.MeasuredOn)
 	if r.NotAtRisk > 0 {
-		s += fmt.Sprintf("; %d put too little at risk (unknown)", r.NotAtRisk)
+		s += fmt.Sprintf(" (the replays that put at risk what at_risk needs; %d of %d put too little at risk: unknown, set aside)", r.NotAtRisk, r.Runs)
 	}
 	if r.Other > 0 {
 		s += fmt.Sprintf("; %d did not raise %s", r.Other, r.Property)
+	}
+	if !r.AtRisk {
+		s += " (no at_risk: the rate is over every replay, and one that passed did not reproduce it)"
 	}
 	if r.Deterministic {
 		s += " (a deterministic target: every run of one seed is the same)"
@@ -108,8 +121,6 @@ type Shrunk struct {
 
 // tally counts the runs of one plan and those that raised the property.
 type tally struct{ hits, runs int }
-
-func (t tally) rate() float64 { return float64(t.hits) / float64(max(t.runs, 1)) }
 
 // hitRun is a run that raised the property.
 type hitRun struct {
@@ -276,9 +287,10 @@ func (s *shrinker) confirm(p *plans.Plan) (bool, error) {
 // settle confirms the current plan, the last of the chain: kept when it
 // reproduces (MinRate of Replay runs), else marked as not failing and the
 // shrink goes back along the chain to the newest plan that reproduces (at
-// most maxWalk confirmations; if none does, the one that did best, the
-// smaller on a tie). It returns errBudget when the budget is spent, unless
-// final: the last settle runs past it.
+// most maxWalk confirmations; if none does, the round's own plan: a plan
+// that did not confirm is never kept, however close it came). It returns
+// errBudget when the budget is spent, unless final: the last settle runs
+// past it.
 func (s *shrinker) settle(cur **plans.Plan, final bool) error {
 	if s.det || len(s.chain) == 0 {
 		return nil // one run decides
@@ -286,7 +298,7 @@ func (s *shrinker) settle(cur **plans.Plan, final bool) error {
 	if k := key(*cur); key(s.chain[len(s.chain)-1]) != k {
 		s.chain = append(s.chain, *cur) // kept by a step without fails (cannot happen; be safe)
 	}
-	best, bestRate := -1, -1.0
+	best := -1
 	for i, walked := len(s.chain)-1, 0; i >= 0 && walked < maxWalk; i-- {
 		p := s.chain[i]
 		k := key(p)
@@ -307,9 +319,6 @@ func (s *shrinker) settle(cur **plans.Plan, final bool) error {
 			if !ok {
 				s.out.Unconfirmed++
 				s.decided[k] = false
-				if r := s.tallies[k].rate(); r > bestRate {
-					best, bestRate = i, r
-				}
 				continue
 			}
 			s.out.Confirmed++
@@ -319,7 +328,9 @@ func (s *shrinker) settle(cur **plans.Plan, final bool) error {
 		break
 	}
 	if best < 0 {
-		best = len(s.chain) - 1
+		// None of the plans walked back over reproduced: the round's own
+		// plan, the last resort, never one that did not confirm.
+		best = 0
 	}
 	if best < len(s.chain)-1 {
 		s.reverts++
@@ -408,6 +419,9 @@ func Shrink(ctx context.Context, t contracts.Target, f *Finding, sab *contracts.
 			if err := s.settle(&cur, true); err != nil {
 				return out, err
 			}
+			if out.Unconfirmed > 0 && key(cur) == key(s.chain[0]) && out.Stopped == "" {
+				out.Stopped = fmt.Sprintf("no smaller plan reproduced %s in %d of %d runs: kept the round's own plan", prop, s.need(o.Replay), o.Replay)
+			}
 		}
 	} else if out.Stopped == "" {
 		out.Stopped = fmt.Sprintf("the plan did not raise %s again in %d of %d runs: kept as found", prop, o.K, o.N)
@@ -449,7 +463,7 @@ func Shrink(ctx context.Context, t contracts.Target, f *Finding, sab *contracts.
 // replay runs the final plan Replay times with its seed and counts what each
 // run did; it returns the first run that raised the property.
 func (s *shrinker) replay(p *plans.Plan) (Replay, *hitRun, error) {
-	rp := Replay{Property: s.prop, MeasuredOn: s.t.MeasuredOn(), Deterministic: s.det}
+	rp := Replay{Property: s.prop, MeasuredOn: s.t.MeasuredOn(), Deterministic: s.det, AtRisk: len(p.AtRisk) > 0}
 	var first *hitRun
 	for range s.o.Replay {
 		if s.ctx.Err() != nil {

@@ -102,6 +102,13 @@ type Exploration struct {
 	Ops        int            `json:"ops"`
 	Finding    *RoundNote     `json:"finding,omitempty"`
 	Unknown    *RoundNote     `json:"unknown,omitempty"`
+	// Cut counts the rounds in flight at the end of --duration, ended
+	// before their verdict (not in Rounds).
+	Cut int `json:"cut,omitempty"`
+	// Lacking are the fault kinds the target supports and the machine the
+	// exploration ran on could not apply (a broker binary, FUSE), with why:
+	// never drawn.
+	Lacking map[string]string `json:"lacking,omitempty"`
 }
 
 // RoundNote is one round of an exploration: its number and seed, and what
@@ -179,8 +186,11 @@ type Replay struct {
 	MeasuredOn string `json:"measured_on"`
 	// Deterministic: the target gives the same run for a seed every time
 	// (the embedded one), so the rate is all or nothing.
-	Deterministic bool   `json:"deterministic,omitempty"`
-	Text          string `json:"text"`
+	Deterministic bool `json:"deterministic,omitempty"`
+	// AtRisk: the plan carries at_risk; the rate is over the runs that put
+	// at risk what it needs (runs less not_at_risk), else over every run.
+	AtRisk bool   `json:"at_risk,omitempty"`
+	Text   string `json:"text"`
 }
 
 // FaultWindow is a period during which a fault was in force, in the history's

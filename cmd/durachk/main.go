@@ -339,10 +339,12 @@ func run(args []string) error {
 			"candidate fails when it raises the same property in --shrink-k of --shrink-n runs (default 1 of 1 on\n" +
 			"the embedded target, which is deterministic, 3 of 3 on real ones); on a real target the plan the search\n" +
 			"ends on is kept only once it raised the property in 80% of --replay runs (8 of 10), else the shrink goes\n" +
-			"back to the newest plan it took that does. The plan kept, with what its violation needs at risk\n" +
-			"(at_risk), is run --replay more times and the finding states the rate (\"reproduces 9 of 10 on redis\n" +
-			"7.0.15\"). Writes result.json, the reports, original.yaml (the round's plan) and shrunk.yaml into\n" +
-			"--out; rerun either with durachk run --plan.\n" +
+			"back to the newest plan it took that does (the round's own, if none does). A round that raised several\n" +
+			"properties is shrunk for the one it raised most often. The plan kept, with what its violation needs at\n" +
+			"risk (at_risk), is run --replay more times and the finding states the rate over the replays that put\n" +
+			"something at risk (\"reproduces 9 of 10 on redis 7.0.15\"). --duration cuts the rounds in flight at\n" +
+			"its end; the shrink comes after, within --shrink-time. Writes result.json, the reports, original.yaml\n" +
+			"(the round's plan) and shrunk.yaml into --out; rerun either with durachk run --plan.\n" +
 			"Progress (jobs/s, faults applied by kind, violations so far) goes to stderr.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -353,7 +355,7 @@ func run(args []string) error {
 	ef := exploreCmd.Flags()
 	ef.StringVar(&eo.Target, "target", "mem", "target: mem or a broker URL with its knobs")
 	ef.Uint64Var(&eo.Seed, "seed", 1, "seed of the exploration: round i runs with seed N*1000000+i")
-	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for (no round starts after it), such as 5m")
+	ef.DurationVar(&eo.Duration, "duration", 0, "wall time to explore for, such as 5m: no round starts after it and the rounds in flight then are cut (a finding's shrink comes after, within --shrink-time)")
 	ef.IntVar(&eo.Rounds, "rounds", 0, "stop after this many rounds (0: until --duration)")
 	ef.IntVar(&eo.Jobs, "jobs", explore.DefaultJobs, "jobs per round")
 	ef.IntVar(&eo.Pace, "pace", 0, "the producer sends this many times as fast as a round draws (default 1: a job every 10 to 70 ms)")
@@ -424,10 +426,11 @@ func run(args []string) error {
 		Long: "Merge result.json files (or the directories holding them) into one result.json, its histories\n" +
 			"and every report in --out. The shards of one exploration (explore --shard i/N) are added up:\n" +
 			"rounds, jobs, faults and violations counted, the first round that raised a finding in any shard,\n" +
-			"each shrunk plan once per property and plan. Runs of one gate (each target × contract once) are\n" +
-			"put together; a contract in several runs has their trials as its trials. Inputs that do not\n" +
-			"belong together (another durachk version, another configuration of a target, an exploration with\n" +
-			"other options, the same shard or seed twice) are exit 3. Exit codes as for run.",
+			"one shrunk plan per property (the earliest round's). Runs of one gate (each target × contract\n" +
+			"once) are put together; a contract in several runs has their trials as its trials. Inputs that do\n" +
+			"not belong together (another durachk version, another configuration of a target, an exploration\n" +
+			"with other options or that drew from other fault kinds, the same shard or seed twice) are exit 3.\n" +
+			"Exit codes as for run.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cli.ConfigError(fmt.Errorf("merge: name the result.json files to merge"))

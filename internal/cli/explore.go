@@ -17,7 +17,9 @@ import (
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/plans"
 	"github.com/durachk/durachk/reports"
 )
@@ -107,9 +109,10 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 		}
 	}
 	kinds, why := explore.Supported(t.Capabilities())
+	lack := lacking(t, why)
 	var not []string
 	for _, k := range contracts.FaultKinds {
-		if w, ok := why[k]; ok {
+		if w, ok := why[k]; ok && lack[k] == "" {
 			not = append(not, fmt.Sprintf("%s (%s)", k, w))
 		}
 	}
@@ -126,8 +129,23 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 		budget += fmt.Sprintf(", shard %s (rounds %d, %d, %d, …)", shard, shard.Index-1, shard.Index-1+shard.Of, shard.Index-1+2*shard.Of)
 	}
 	fmt.Fprintf(stderr, "durachk: explore %s on %s for %s, seed %d; fault kinds: %s\n", runID, t.Name(), budget, o.Seed, kindList(kinds, eo.Kinds))
-	if len(not) > 0 && len(eo.Kinds) == 0 {
-		fmt.Fprintf(stderr, "durachk: never drawn on %s: %s\n", t.Name(), strings.Join(not, "; "))
+	if len(eo.Kinds) == 0 {
+		if len(lack) > 0 {
+			// Not the target's: this machine's. Said loudly, and kept in the
+			// result (and its shards' merge refuses shards that drew more).
+			fmt.Fprintf(stderr, "durachk: WARNING: this machine cannot apply %s to %s, which supports them: %s. This exploration never draws them: its verdict says nothing of them.\n",
+				lackList(lack), t.Name(), lackWhy(lack))
+		}
+		if len(not) > 0 {
+			fmt.Fprintf(stderr, "durachk: never drawn on %s: %s\n", t.Name(), strings.Join(not, "; "))
+		}
+	} else {
+		for _, k := range eo.Kinds {
+			if lack[k] != "" {
+				return ConfigError(fmt.Errorf("--faults %s: this machine cannot apply it to %s: %s", k, t.Name(), lack[k]))
+			}
+		}
+		lack = nil // what --faults left out is the user's choice, whatever the machine
 	}
 	keepLogs([]*target{t}, o.Out)
 	if err := prepareOut(o.Out, stderr); err != nil {
@@ -143,7 +161,8 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 		if serr := doc.Scrub(t.secrets...); serr != nil {
 			return serr
 		}
-		entries, werr := exploreEntries(t, o, s)
+		rec := exploration(o, shard, s, lack)
+		entries, werr := exploreEntries(t, o, s, rec)
 		if werr != nil {
 			return werr
 		}
@@ -154,7 +173,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 			doc.Place(i, e)
 		}
 		doc.Planned = len(entries)
-		doc.Exploration = exploration(o, shard, s)
+		doc.Exploration = rec
 		doc.Complete = err == nil && ctx.Err() == nil && stopped == ""
 		switch {
 		case ctx.Err() != nil:
@@ -182,7 +201,7 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	if werr := write(s, err, ""); werr != nil {
 		return ConfigError(werr)
 	}
-	printExplore(stdout, o, s)
+	printExplore(stdout, o, s, lack)
 	fmt.Fprintf(stdout, "result: %s\n", filepath.Join(o.Out, "result.json"))
 	if err != nil {
 		return ConfigError(err)
@@ -191,12 +210,62 @@ func Explore(ctx context.Context, o ExploreOptions, stdout, stderr io.Writer) er
 	case contracts.Violated:
 		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("explore: violation")}
 	case contracts.Unknown:
+		if s.Verdicts[contracts.Unknown] == 0 {
+			return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("explore: no round ended within --duration %s (%d cut at its end)", o.Duration, s.Cut)}
+		}
 		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("explore: %d unknown rounds", s.Verdicts[contracts.Unknown])}
 	}
 	if ctx.Err() != nil {
 		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("explore: interrupted")}
 	}
 	return nil
+}
+
+// lacking are the fault kinds target t's broker kind can apply and this
+// machine cannot, with why: the private instance its broker faults run on
+// needs a binary this machine lacks, or its power loss a FUSE mount it
+// refuses. why are the kinds not drawn (explore.Supported).
+func lacking(t *target, why map[faults.Kind]string) map[faults.Kind]string {
+	out := map[faults.Kind]string{}
+	if t.parsed.Kind == "" {
+		return out // the embedded target: every kind, always
+	}
+	if err := targets.PrivateMissing(t.parsed); err != nil {
+		for _, k := range []faults.Kind{faults.BrokerCrash, faults.PowerLoss} {
+			if why[k] != "" {
+				out[k] = err.Error()
+			}
+		}
+		return out
+	}
+	if why[faults.PowerLoss] != "" && why[faults.BrokerCrash] == "" && !t.parsed.ControlKills() {
+		if err := lazyfs.Available(); err != nil {
+			out[faults.PowerLoss] = err.Error()
+		}
+	}
+	return out
+}
+
+// lackList names the kinds of lack in contracts.FaultKinds order.
+func lackList(lack map[faults.Kind]string) string {
+	var ks []string
+	for _, k := range contracts.FaultKinds {
+		if lack[k] != "" {
+			ks = append(ks, string(k))
+		}
+	}
+	return strings.Join(ks, ", ")
+}
+
+// lackWhy is why the kinds of lack cannot be applied, each reason once.
+func lackWhy(lack map[faults.Kind]string) string {
+	var ws []string
+	for _, k := range contracts.FaultKinds {
+		if w := lack[k]; w != "" && !slices.Contains(ws, w) {
+			ws = append(ws, w)
+		}
+	}
+	return strings.Join(ws, "; ")
 }
 
 func kindList(all, chosen []faults.Kind) string {
@@ -217,13 +286,12 @@ func knownProperty(p string) bool {
 
 // exploreEntries are the document's results: the exploration (with the
 // history of the round that failed), and the shrunk plan's run; the plans
-// are written beside result.json.
-func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.Entry, error) {
+// are written beside result.json. rec is what the exploration counted.
+func exploreEntries(t *target, o ExploreOptions, s *explore.Summary, rec *reports.Exploration) ([]reports.Entry, error) {
 	target := ""
 	if t.spec != "mem" && t.spec != "" {
 		target = " --target " + shellQuote(reports.RedactURL(t.spec))
 	}
-	rec := exploration(o, explore.Shard{}, s)
 	r := contracts.Result{Contract: "explore", Claim: exploreClaim,
 		Target: t.Name(), Broker: t.Capabilities().Broker, MeasuredOn: t.MeasuredOn(), Verdict: s.Verdict(), Seed: o.Seed,
 		Scenario: fmt.Sprintf("explore: %d rounds", s.Rounds), Stats: s.Stats, HistoryLen: s.Ops, Wall: s.Wall}
@@ -259,7 +327,7 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 		rp := sh.Replay
 		sev := reports.Evidence{Reproduce: "durachk run --plan " + shellQuote(path) + target, Windows: planWindows(t, sh.Plan, sh.Ops),
 			Replay: &reports.Replay{Property: string(rp.Property), Runs: rp.Runs, Reproduced: rp.Reproduced, NotAtRisk: rp.NotAtRisk, Other: rp.Other,
-				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, Text: rp.String()}}
+				MeasuredOn: rp.MeasuredOn, Deterministic: rp.Deterministic, AtRisk: rp.AtRisk, Text: rp.String()}}
 		out = append(out, reports.NewEntry(sr, sh.Ops, sev))
 	}
 	return out, nil
@@ -268,17 +336,27 @@ func exploreEntries(t *target, o ExploreOptions, s *explore.Summary) ([]reports.
 const exploreClaim = "every property of the checker holds over seeded random workloads and fault schedules"
 
 // exploration is what an exploration counted, as result.json keeps it for
-// durachk merge (reports.Exploration).
-func exploration(o ExploreOptions, shard explore.Shard, s *explore.Summary) *reports.Exploration {
-	rec := &reports.Exploration{Shard: shard.String(), Config: exploreConfig(o), Rounds: s.Rounds, Violations: maps.Clone(s.Violations),
+// durachk merge (reports.Exploration); lack are the kinds this machine could
+// not apply (lacking).
+func exploration(o ExploreOptions, shard explore.Shard, s *explore.Summary, lack map[faults.Kind]string) *reports.Exploration {
+	rec := &reports.Exploration{Shard: shard.String(), Config: exploreConfig(o, s.Kinds), Rounds: s.Rounds, Cut: s.Cut, Violations: maps.Clone(s.Violations),
 		Drawn: maps.Clone(s.Drawn), Ops: s.Ops, Verdicts: map[string]int{}}
 	for v, n := range s.Verdicts {
 		rec.Verdicts[string(v)] = n
 	}
+	for k, w := range lack {
+		if rec.Lacking == nil {
+			rec.Lacking = map[string]string{}
+		}
+		rec.Lacking[string(k)] = w
+	}
 	if f := s.Finding; f != nil {
 		rec.Finding = &reports.RoundNote{Round: f.Round, Seed: f.Plan.Seed, Text: "raised " + raisedText(f.Property, f.Result)}
-		if sh := s.Shrunk; sh != nil {
+		switch sh := s.Shrunk; {
+		case sh != nil:
 			rec.Finding.Shrunk = fmt.Sprintf("its shrunk plan (%d jobs, %d faults) %s", sh.ToJobs, sh.ToFaults, sh.Replay)
+		case s.ShrinkInterrupted:
+			rec.Finding.Shrunk = "its shrink was interrupted: the round's plan is original.yaml"
 		}
 	}
 	if u := s.Unknown; u != nil {
@@ -290,12 +368,14 @@ func exploration(o ExploreOptions, shard explore.Shard, s *explore.Summary) *rep
 // exploreConfig names the options that decide which rounds an exploration
 // runs and what each of them draws and counts as a finding: the shards of
 // one exploration have the same (the seed and the target are the
-// document's).
-func exploreConfig(o ExploreOptions) string {
+// document's). kinds are the fault kinds its rounds drew from: --faults, or
+// what the target supports on the machine it ran on (a shard on a machine
+// without the broker's binary draws fewer).
+func exploreConfig(o ExploreOptions, kinds []faults.Kind) string {
 	props := slices.Sorted(slices.Values(o.Properties))
-	return fmt.Sprintf("rounds=%d jobs=%d pace=%d max-faults=%d faults=%s property=%s sabotage=%s keep-going=%t no-shrink=%t",
+	return fmt.Sprintf("rounds=%d jobs=%d pace=%d max-faults=%d faults=%s property=%s sabotage=%s keep-going=%t no-shrink=%t kinds=%s",
 		o.Rounds, cmp.Or(o.Jobs, explore.DefaultJobs), cmp.Or(o.Pace, 1), cmp.Or(o.MaxFaults, explore.DefaultMaxFaults),
-		strings.Join(o.Faults, ","), strings.Join(props, ","), o.Sabotage, o.KeepGoing, o.NoShrink)
+		strings.Join(o.Faults, ","), strings.Join(props, ","), o.Sabotage, o.KeepGoing, o.NoShrink, strings.ReplaceAll(kindList(kinds, nil), ", ", ","))
 }
 
 // exploreVerdict is an exploration's verdict from its counts (as
@@ -304,7 +384,7 @@ func exploreVerdict(rec *reports.Exploration) contracts.Verdict {
 	switch {
 	case rec.Finding != nil || rec.Verdicts[string(contracts.Violated)] > 0:
 		return contracts.Violated
-	case rec.Verdicts[string(contracts.Unknown)] > 0:
+	case rec.Verdicts[string(contracts.Unknown)] > 0, rec.Rounds == 0 && rec.Cut > 0:
 		return contracts.Unknown
 	}
 	return contracts.Pass
@@ -314,6 +394,16 @@ func exploreVerdict(rec *reports.Exploration) contracts.Verdict {
 // unknown round), the rounds, jobs, faults drawn and violations.
 func exploreReason(rec *reports.Exploration, jobs int) string {
 	s := fmt.Sprintf("%d rounds, %d jobs, faults drawn: %s", rec.Rounds, jobs, counts(rec.Drawn))
+	if rec.Cut > 0 {
+		s += fmt.Sprintf(" (%d more cut in flight at the end of the duration, not judged)", rec.Cut)
+	}
+	if len(rec.Lacking) > 0 {
+		lack := map[faults.Kind]string{}
+		for k, w := range rec.Lacking {
+			lack[faults.Kind(k)] = w
+		}
+		s += fmt.Sprintf("; never drawn, this machine cannot apply them: %s (%s)", lackList(lack), lackWhy(lack))
+	}
 	if len(rec.Violations) > 0 {
 		s += "; violations: " + counts(rec.Violations)
 	}
@@ -376,10 +466,17 @@ func planWindows(t *target, p *plans.Plan, ops []history.Op) []reports.FaultWind
 
 func counts(m map[string]int) string { return explore.Counts(m, "none") }
 
-// printExplore writes what the exploration found and where the plans are.
-func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
+// printExplore writes what the exploration found and where the plans are;
+// lack are the kinds this machine could not apply (lacking).
+func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary, lack map[faults.Kind]string) {
 	fmt.Fprintf(w, "explored %d rounds, %d jobs in %s (%.0f jobs/min); faults drawn: %s\n", s.Rounds, s.Stats.Accepted,
 		s.Wall.Round(time.Millisecond), float64(s.Stats.Accepted)/max(s.Wall.Minutes(), 1e-9), counts(s.Drawn))
+	if s.Cut > 0 {
+		fmt.Fprintf(w, "  %d rounds in flight cut at the end of --duration %s (not judged)\n", s.Cut, o.Duration)
+	}
+	if len(lack) > 0 {
+		fmt.Fprintf(w, "  never drawn, this machine cannot apply them: %s (%s)\n", lackList(lack), lackWhy(lack))
+	}
 	switch {
 	case s.Finding != nil:
 		f := s.Finding
@@ -393,11 +490,15 @@ func printExplore(w io.Writer, o ExploreOptions, s *explore.Summary) {
 			}
 			fmt.Fprintf(w, "  shrunk plan: %s (durachk run --plan %s)\n", filepath.Join(o.Out, "shrunk.yaml"), filepath.Join(o.Out, "shrunk.yaml"))
 			fmt.Fprintf(w, "  %s\n", sh.Replay)
+		} else if s.ShrinkInterrupted {
+			fmt.Fprintf(w, "  its shrink was interrupted: the round's plan is the finding\n")
 		}
 	case s.Verdicts[contracts.Violated] > 0:
 		fmt.Fprintf(w, "violations outside --property: %s\n", counts(s.Violations))
 	case s.Unknown != nil:
 		fmt.Fprintf(w, "unknown: round %d (seed %d): %s\n", s.Unknown.Round, s.Unknown.Plan.Seed, s.Unknown.Result.Reason)
+	case s.Verdict() == contracts.Unknown:
+		fmt.Fprintf(w, "unknown: no round ended within --duration %s\n", o.Duration)
 	default:
 		fmt.Fprintf(w, "no violation\n")
 	}

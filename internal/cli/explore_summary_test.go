@@ -25,7 +25,7 @@ func TestExploreSummaryRightPerProperty(t *testing.T) {
 	s := &explore.Summary{Rounds: 3, Verdicts: map[contracts.Verdict]int{contracts.Violated: 1},
 		Finding: &explore.Finding{Round: 2, Plan: &plans.Plan{Seed: 1000002}, Result: r, Property: contracts.PropPreempted}}
 	var b bytes.Buffer
-	printExplore(&b, ExploreOptions{Out: "ex"}, s)
+	printExplore(&b, ExploreOptions{Out: "ex"}, s, nil)
 	line := ""
 	for _, l := range strings.Split(b.String(), "\n") {
 		if strings.HasPrefix(l, "violation:") {

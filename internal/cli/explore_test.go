@@ -12,6 +12,8 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/explore"
+	"github.com/durachk/durachk/faults"
+	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/plans"
 	"github.com/durachk/durachk/reports"
 )
@@ -162,5 +164,35 @@ faults:
 		{Verdict: contracts.Violated}, {Verdict: contracts.Unknown}, {Verdict: contracts.Pass}, {Verdict: contracts.Violated}}}
 	if n := reports.TrialsNote(mixed); n != "violation in 2 of 4 trials, unknown in 1" {
 		t.Errorf("note %q", n)
+	}
+}
+
+// The fault kinds a target's kind supports and this machine cannot apply:
+// Redis's broker faults where redis-server is not on PATH (a private
+// instance cannot start); none where a broker's faults need no private
+// instance of durachk's (control commands) or on the embedded target.
+func TestLackingFaultKinds(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	why := map[faults.Kind]string{faults.BrokerCrash: "cannot kill", faults.PowerLoss: "cannot cut", faults.NodeKill: "not replicated"}
+	spec, err := targets.Parse("redis://127.0.0.1:6379/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lack := lacking(&target{parsed: spec}, why)
+	if len(lack) != 2 || !strings.Contains(lack[faults.BrokerCrash], "redis-server not found") || lack[faults.PowerLoss] != lack[faults.BrokerCrash] {
+		t.Errorf("redis without redis-server: lacking %v, want broker_crash and power_loss for the missing binary", lack)
+	}
+	if got := lackList(lack); got != "broker_crash, power_loss" {
+		t.Errorf("lackList %q", got)
+	}
+	ctl, err := targets.Parse("redis://127.0.0.1:6379/0?control.kill=true&control.start=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lack := lacking(&target{parsed: ctl}, why); len(lack) != 0 {
+		t.Errorf("redis under control commands: lacking %v, want none", lack)
+	}
+	if lack := lacking(&target{}, why); len(lack) != 0 {
+		t.Errorf("the embedded target: lacking %v, want none", lack)
 	}
 }

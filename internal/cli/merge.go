@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/explore"
+	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/plans"
 	"github.com/durachk/durachk/reports"
 )
@@ -36,12 +39,12 @@ type mergeInput struct {
 // --trials runs of one run, or the runs of one gate on several runners,
 // merged into one result.json with its histories and every report in
 // --out. An exploration's counts are added up and its finding is the first
-// round (by number) of any shard, its shrunk plans kept once per property
-// and plan; a contract in several runs has their trials as its trials. Inputs
-// that do not belong together (another durachk version, another
-// configuration of a target, an exploration with other options, the same
-// shard or trial twice) are a configuration error, before anything is
-// written.
+// round (by number) of any shard, one shrunk plan kept per property (the
+// earliest round's); a contract in several runs has their trials as its
+// trials. Inputs that do not belong together (another durachk version,
+// another configuration of a target, an exploration with other options or
+// fault kinds, the same shard or trial twice) are a configuration error,
+// before anything is written.
 func Merge(o MergeOptions, stdout, stderr io.Writer) error {
 	if len(o.Inputs) == 0 {
 		return ConfigError(fmt.Errorf("merge: name the result.json files to merge"))
@@ -366,7 +369,7 @@ func mergeExplore(ins []mergeInput, o MergeOptions) (*reports.Document, map[stri
 		case in.doc.Seed != first.doc.Seed:
 			return nil, nil, ConfigError(fmt.Errorf("merge: %s explored seed %d, %s seed %d: merge the shards of one exploration", first.name, first.doc.Seed, in.name, in.doc.Seed))
 		case x.Config != first.doc.Exploration.Config:
-			return nil, nil, ConfigError(fmt.Errorf("merge: %s explored with %s, %s with %s: merge the shards of one exploration", first.name, reports.Clip(first.doc.Exploration.Config), in.name, reports.Clip(x.Config)))
+			return nil, nil, ConfigError(configDiffers(first, in))
 		case len(in.doc.Targets) != 1 || in.doc.Targets[0].Name != first.doc.Targets[0].Name:
 			return nil, nil, ConfigError(fmt.Errorf("merge: %s and %s explored other targets", first.name, in.name))
 		}
@@ -402,7 +405,14 @@ func mergeExplore(ins []mergeInput, o MergeOptions) (*reports.Document, map[stri
 		in := &ins[n]
 		x := in.doc.Exploration
 		rec.Rounds += x.Rounds
+		rec.Cut += x.Cut
 		rec.Ops += x.Ops
+		for k, w := range x.Lacking {
+			if rec.Lacking == nil {
+				rec.Lacking = map[string]string{}
+			}
+			rec.Lacking[k] = w
+		}
 		for k, v := range x.Verdicts {
 			rec.Verdicts[k] += v
 		}
@@ -473,22 +483,39 @@ func mergeExplore(ins []mergeInput, o MergeOptions) (*reports.Document, map[stri
 		l.Evidence.Reproduce = replacePlanPath(l.Evidence.Reproduce, filepath.Join(o.Out, "original.yaml"))
 	}
 	doc.Place(0, l.Entry(r))
-	// The shrunk plans, once per property and plan: the first finding's
-	// first, then the other shards'.
-	order := slices.Clone(ins)
-	if finder != nil {
-		k := slices.IndexFunc(order, func(in mergeInput) bool { return in.dir == finder.dir && in.name == finder.name })
-		f := order[k]
-		order = append([]mergeInput{f}, slices.Delete(order, k, k+1)...)
+	// The shrunk plans, once per property: a property two shards found and
+	// shrank is one finding, kept from the earlier round (by number, over
+	// every shard), as one exploration over all would have shrunk it.
+	type shrunk struct {
+		in    *mergeInput
+		i     int
+		round int
 	}
-	kept := map[string]bool{}
-	slot := 1
-	for _, in := range order {
-		i := slices.IndexFunc(in.doc.Results, func(r contracts.Result) bool { return r.Contract == "explore/shrunk" })
-		if i < 0 {
-			continue
+	var all []shrunk
+	for n := range ins {
+		in := &ins[n]
+		round := math.MaxInt
+		if f := in.doc.Exploration.Finding; f != nil {
+			round = f.Round
 		}
-		p, err := plans.Read(filepath.Join(in.dir, "shrunk.yaml"))
+		for i, r := range in.doc.Results {
+			if r.Contract == "explore/shrunk" || strings.HasPrefix(r.Contract, "explore/shrunk-") {
+				all = append(all, shrunk{in: in, i: i, round: round})
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b shrunk) int { return cmp.Compare(a.round, b.round) })
+	type entry struct {
+		r     contracts.Result
+		l     reports.Loaded
+		again []string // the rounds that shrank its property again
+	}
+	var keep []*entry
+	byProp := map[string]*entry{}
+	for _, x := range all {
+		in, i := x.in, x.i
+		file := strings.TrimPrefix(in.doc.Results[i].Contract, "explore/") + ".yaml"
+		p, err := plans.Read(filepath.Join(in.dir, file))
 		if err != nil {
 			return nil, nil, ConfigError(fmt.Errorf("merge: %s: %w", in.name, err))
 		}
@@ -501,14 +528,11 @@ func mergeExplore(ins []mergeInput, o MergeOptions) (*reports.Document, map[stri
 		if l.Evidence.Replay != nil {
 			prop = l.Evidence.Replay.Property
 		}
-		key, err := planKey(p)
-		if err != nil {
-			return nil, nil, ConfigError(err)
-		}
-		if kept[prop+"\n"+key] {
+		if e, ok := byProp[prop]; ok {
+			e.again = append(e.again, fmt.Sprintf("round %d of %s", x.round, in.name))
 			continue
 		}
-		kept[prop+"\n"+key] = true
+		slot := len(keep) + 1
 		name, file := "explore/shrunk", "shrunk.yaml"
 		if slot > 1 {
 			name, file = fmt.Sprintf("explore/shrunk-%d", slot), fmt.Sprintf("shrunk-%d.yaml", slot)
@@ -516,11 +540,60 @@ func mergeExplore(ins []mergeInput, o MergeOptions) (*reports.Document, map[stri
 		sr.Contract = name
 		out[file] = p
 		l.Evidence.Reproduce = replacePlanPath(l.Evidence.Reproduce, filepath.Join(o.Out, file))
-		doc.Place(slot, l.Entry(sr))
-		slot++
+		e := &entry{r: sr, l: l}
+		keep = append(keep, e)
+		byProp[prop] = e
 	}
-	doc.Planned = slot
+	for k, e := range keep {
+		if len(e.again) > 0 {
+			e.r.Reason += fmt.Sprintf("; shrunk again from %s: left out (one finding)", strings.Join(e.again, ", "))
+		}
+		doc.Place(k+1, e.l.Entry(e.r))
+	}
+	doc.Planned = len(keep) + 1
 	return doc, out, nil
+}
+
+// configDiffers says how two shards' options differ (Exploration.Config:
+// "name=value ..."), naming the first option that does; the fault kinds a
+// shard drew from differ when one ran where the broker's binary was missing.
+func configDiffers(a, b mergeInput) error {
+	opts := func(c string) ([]string, map[string]string) {
+		m := map[string]string{}
+		var names []string
+		for _, f := range strings.Fields(c) {
+			k, v, _ := strings.Cut(f, "=")
+			names = append(names, k)
+			m[k] = v
+		}
+		return names, m
+	}
+	na, ma := opts(a.doc.Exploration.Config)
+	nb, mb := opts(b.doc.Exploration.Config)
+	for _, k := range append(na, nb...) {
+		va, oka := ma[k]
+		vb, okb := mb[k]
+		if oka && okb && va == vb {
+			continue
+		}
+		if k == "kinds" && oka && okb {
+			why := ""
+			for _, in := range []mergeInput{a, b} {
+				if l := in.doc.Exploration.Lacking; len(l) > 0 {
+					lack := map[faults.Kind]string{}
+					for k, w := range l {
+						lack[faults.Kind(k)] = w
+					}
+					why += fmt.Sprintf(" (%s could not apply %s: %s)", in.name, lackList(lack), lackWhy(lack))
+				}
+			}
+			return fmt.Errorf("merge: %s drew faults of %s, %s of %s%s: shards of one exploration draw from the same kinds",
+				a.name, reports.Clip(va), b.name, reports.Clip(vb), reports.Clip(why))
+		}
+		return fmt.Errorf("merge: %s explored with %s=%s, %s with %s=%s: merge the shards of one exploration",
+			a.name, reports.Clip(k), reports.Clip(va), b.name, reports.Clip(k), reports.Clip(vb))
+	}
+	return fmt.Errorf("merge: %s explored with %s, %s with %s: merge the shards of one exploration", a.name, reports.Clip(a.doc.Exploration.Config), b.name, reports.Clip(b.doc.Exploration.Config))
 }
 
 func mapKeysInt(m map[int]string) func(func(int) bool) {
@@ -531,15 +604,6 @@ func mapKeysInt(m map[int]string) func(func(int) bool) {
 			}
 		}
 	}
-}
-
-// planKey is a plan without its name and seed: two shrunk plans with one
-// key are one finding.
-func planKey(p *plans.Plan) (string, error) {
-	q := p.Clone()
-	q.Name, q.Seed = "", 0
-	b, err := q.Marshal(false)
-	return string(b), err
 }
 
 // replacePlanPath points a reproduce command (durachk run --plan FILE

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/explore"
+	"github.com/durachk/durachk/reports"
 )
 
 func TestParseShard(t *testing.T) {
@@ -254,5 +256,120 @@ func TestMergeTrials(t *testing.T) {
 	var check bytes.Buffer
 	if err := Check(CheckOptions{Result: filepath.Join(merged, "result.json")}, &check); err != nil {
 		t.Errorf("check --result of the merge: %v\n%s", err, check.String())
+	}
+}
+
+// Two shards that found and shrank the same property are one finding: the
+// merge keeps one shrunk plan, the earliest round's over every shard (here
+// the second shard's, given first), with the other named in its reason.
+// Before, it kept both (their plans differ) and ordered them by shard.
+func TestMergeShrunkOncePerProperty(t *testing.T) {
+	dir := t.TempDir()
+	o := ExploreOptions{Rounds: 10, Jobs: 60, Sabotage: "no-heartbeat", Shrink: explore.ShrinkOptions{Replay: 2}}
+	var ins []string
+	found := map[int]int{}
+	for i := 2; i >= 1; i-- {
+		so := o
+		so.Shard = fmt.Sprintf("%d/2", i)
+		sd := filepath.Join(dir, fmt.Sprint("shard-", i))
+		if code := explored(t, so, sd); code != ExitViolation {
+			t.Fatalf("shard %d: exit %d, want a finding", i, code)
+		}
+		f := comparable(t, sd)["exploration"].(map[string]any)["finding"].(map[string]any)
+		found[i] = int(f["round"].(float64))
+		ins = append(ins, sd)
+	}
+	if found[2] >= found[1] {
+		t.Fatalf("shard 2 found round %d, shard 1 round %d: the test needs the later shard to find the earlier round", found[2], found[1])
+	}
+	merged := filepath.Join(dir, "merged")
+	var stdout, stderr bytes.Buffer
+	if err := Merge(MergeOptions{Inputs: ins, Out: merged}, &stdout, &stderr); Code(err) != ExitViolation {
+		t.Fatalf("merge: exit %d (%v)\n%s", Code(err), err, stderr.String())
+	}
+	m := comparable(t, merged)
+	if r := int(m["exploration"].(map[string]any)["finding"].(map[string]any)["round"].(float64)); r != found[2] {
+		t.Errorf("merged finding: round %d, want %d (the earliest)", r, found[2])
+	}
+	var shrunk []map[string]any
+	for _, r := range m["results"].([]any) {
+		if r := r.(map[string]any); strings.HasPrefix(r["contract"].(string), "explore/shrunk") {
+			shrunk = append(shrunk, r)
+		}
+	}
+	if len(shrunk) != 1 {
+		t.Fatalf("%d shrunk results, want 1 (one property, found twice)", len(shrunk))
+	}
+	if !strings.Contains(shrunk[0]["reason"].(string), fmt.Sprintf("shrunk again from round %d of %s", found[1], filepath.Join(dir, "shard-1", "result.json"))) {
+		t.Errorf("the kept shrunk result does not name the other: %s", shrunk[0]["reason"])
+	}
+	want, _ := os.ReadFile(filepath.Join(dir, "shard-2", "shrunk.yaml"))
+	got, _ := os.ReadFile(filepath.Join(merged, "shrunk.yaml"))
+	if len(want) == 0 || !bytes.Equal(want, got) {
+		t.Errorf("the merge's shrunk.yaml is not the earliest round's:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(merged, "shrunk-2.yaml")); err == nil {
+		t.Error("the merge wrote shrunk-2.yaml")
+	}
+}
+
+// Merged trials count each trial by its verdict: a violation is a trial that
+// violated, an unknown one is not (the note says how many), a pass neither.
+// The inputs' trial verdicts are rewritten (their histories are a run's
+// that passed: merge reads them back, it does not judge them again).
+func TestMergeTrialsCountVerdicts(t *testing.T) {
+	dir := t.TempDir()
+	run := func(name string, seed uint64, verdicts ...contracts.Verdict) string {
+		var stdout, stderr bytes.Buffer
+		out := filepath.Join(dir, name)
+		if err := Run(context.Background(), RunOptions{Targets: []string{"mem"}, Contracts: []string{"lease.redelivery"},
+			Seed: seed, Trials: len(verdicts), Out: out}, &stdout, &stderr); err != nil {
+			t.Fatalf("run: %v\n%s", err, stderr.String())
+		}
+		path := filepath.Join(out, "result.json")
+		b, _ := os.ReadFile(path)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		r := m["results"].([]any)[0].(map[string]any)
+		worst := contracts.Pass
+		for i, tr := range r["trials"].([]any) {
+			tr := tr.(map[string]any)
+			tr["verdict"] = string(verdicts[i])
+			if verdicts[i] != contracts.Pass {
+				tr["reason"] = fmt.Sprintf("%s (rewritten)", verdicts[i])
+			}
+			if verdicts[i] == contracts.Violated || verdicts[i] == contracts.Unknown && worst == contracts.Pass {
+				worst = verdicts[i]
+			}
+		}
+		r["verdict"] = string(worst)
+		m["summary"] = map[string]any{string(worst): 1}
+		b, _ = json.Marshal(m)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	v, u, p := contracts.Violated, contracts.Unknown, contracts.Pass
+	a, b := run("a", 1, u, p), run("b", 3, p, v)
+	var stdout, stderr bytes.Buffer
+	err := Merge(MergeOptions{Inputs: []string{a, b}, Out: filepath.Join(dir, "m")}, &stdout, &stderr)
+	if Code(err) != ExitViolation {
+		t.Fatalf("merge: %v (exit %d), want 1", err, Code(err))
+	}
+	doc, rerr := reports.ReadJSON(filepath.Join(dir, "m", "result.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	r := doc.Results[0]
+	if r.Verdict != v || !strings.HasPrefix(r.Reason, "violation in 1 of 4 trials (seed 4): ") || reports.TrialsNote(r) != "violation in 1 of 4 trials, unknown in 1" {
+		t.Errorf("merged %s: %q, note %q; want a violation in 1 of 4 trials (seed 4), unknown in 1", r.Verdict, r.Reason, reports.TrialsNote(r))
+	}
+	c, d := run("c", 5, u, p), run("d", 7, p, p)
+	err = Merge(MergeOptions{Inputs: []string{c, d}, Out: filepath.Join(dir, "m2")}, &stdout, &stderr)
+	if Code(err) != ExitUnknown {
+		t.Errorf("merge of an unknown trial and passes: %v (exit %d), want 2", err, Code(err))
 	}
 }

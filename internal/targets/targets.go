@@ -273,10 +273,23 @@ func CanKillBroker(s Spec) error {
 	if k.StartPrivate == nil {
 		return fmt.Errorf("durachk cannot start a private %s instance", k.Name)
 	}
-	if k.CanStartPrivate != nil {
-		return k.CanStartPrivate()
+	return PrivateMissing(s)
+}
+
+// PrivateMissing says what this machine lacks (a broker binary) to start the
+// private instance that broker faults on s run on, or nil: also when s's
+// broker faults need none (control commands) or its kind has none. Another
+// machine may have it: the broker faults its kind supports are then not
+// applied here, which is no property of the target.
+func PrivateMissing(s Spec) error {
+	k, err := kindOf(s)
+	if err != nil || s.ControlKills() || k.StartPrivate == nil || k.CanStartPrivate == nil {
+		return nil
 	}
-	return nil
+	if s.Kind == "postgres" && s.Options["transactional_ack"] == "true" {
+		return nil // no broker fault, whatever the machine (CanKillBroker)
+	}
+	return k.CanStartPrivate()
 }
 
 // StartPrivate starts a private instance of s's broker in dir.
