@@ -182,49 +182,6 @@ func hasReceiveCount(w []history.Op, atLeast int) bool {
 	return false
 }
 
-// TestCatalogueOnEmulator runs all 14 contracts on the FIFO profile: each gets a
-// verdict labelled with what it was measured on, none is violated, and no queue
-// of any run is left. durability.ack is skipped: SQS has no private instance.
-func TestCatalogueOnEmulator(t *testing.T) {
-	raw := targetURL(t, "fifo=true&name=sqs-fifo")
-	ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(5*time.Minute))
-	defer cancel()
-	spec, err := targets.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := runner.New(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := trackRuns(t, target, raw)
-	start := time.Now()
-	// One contract at a time: the emulator is one Node process, and SQS's
-	// visibility timeouts are whole seconds (a 1 s lease): two runs at once
-	// on a busy machine starve each other's heartbeats.
-	for _, c := range contracts.Catalogue {
-		r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: 1})
-		if err != nil {
-			t.Fatalf("%s: %v", c.ID, err)
-		}
-		if m := r.MeasuredOn; !strings.Contains(m, "(emulator)") && !strings.Contains(m, "AWS SQS") && !strings.Contains(m, "SQS-compatible") {
-			t.Errorf("%s: measured on %q names no endpoint kind", c.ID, m)
-		}
-		switch {
-		case r.Verdict == contracts.Violated:
-			t.Errorf("%s: %s", c.ID, r.Reason)
-		case c.ID == "durability.ack" && r.Verdict != contracts.Skipped:
-			t.Errorf("durability.ack: %s, want skipped (no private SQS instance)", r.Verdict)
-		case r.Verdict == contracts.Unknown:
-			t.Logf("%s: unknown: %s", c.ID, r.Reason)
-		}
-	}
-	t.Logf("catalogue on %s: %s", target.MeasuredOn(), time.Since(start).Round(time.Second))
-	if l := left(); len(l) > 0 {
-		t.Errorf("queues left after the runs: %v", l)
-	}
-}
-
 // A run of retry.bounded through real processes with a RedrivePolicy: when the
 // consumer ignores the receive count, SQS's redrive moves the poison jobs and
 // the final inventory lists them (reason maxReceiveCount 3); with the
