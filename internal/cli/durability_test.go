@@ -131,7 +131,9 @@ func TestDurabilityOnTheServersSettings(t *testing.T) {
 			},
 			names: []string{"appendonly=yes (knob; the server has no)", "appendfsync=always (knob; the server has everysec)", `save="" (server)`}},
 		{name: "CONFIG renamed", contract: "durability.ack",
-			target: func(t *testing.T) string { return withKnobs(redisNoAOF(t, "--rename-command", "CONFIG", ""), "name=redis-no-config") },
+			target: func(t *testing.T) string {
+				return withKnobs(redisNoAOF(t, "--rename-command", "CONFIG", ""), "name=redis-no-config")
+			},
 			names: []string{"appendonly=no (server)", "appendfsync: not readable from the server (CONFIG disabled or renamed): default everysec used",
 				`save: not readable from the server (CONFIG disabled or renamed): default "" used`}},
 		{name: "postgres fsync off", contract: "durability.power-loss", powerLoss: true,
