@@ -63,6 +63,43 @@ func TestConformance(t *testing.T) {
 	}, queuetest.Features{})
 }
 
+// With server-side prepared statements (the Go driver's default protocol,
+// interpolateParams=false) the queue keeps the same semantics on one server.
+func TestConformancePrepared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the conformance suite again, with prepared statements")
+	}
+	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
+		return newQueue(t, Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2, PreparedStatements: true})
+	}, queuetest.Features{})
+}
+
+// TestProtocol: PreparedStatements reaches the driver: the queue's session
+// prepares statements on the server with it (Com_stmt_prepare), none
+// without.
+func TestProtocol(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		q := newQueue(t, Options{MaxConns: 1, PreparedStatements: prepared})
+		ctx := context.Background()
+		if err := q.Enqueue(ctx, job("a")); err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		var n int
+		// No arguments: sent as text either way, on the pool's one session.
+		if err := q.db.pool.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != prepared {
+			t.Errorf("prepared statements %v: the session prepared %d statements", prepared, n)
+		}
+		notes := strings.Join(q.Capabilities().Notes, "\n")
+		if want := map[bool]string{false: "interpolateParams=true", true: "interpolateParams=false"}[prepared]; !strings.Contains(notes, want) {
+			t.Errorf("notes %q do not say %s", notes, want)
+		}
+	}
+}
+
 // The volatile negative control keeps the same semantics on the MEMORY engine.
 func TestConformanceVolatile(t *testing.T) {
 	if testing.Short() {
