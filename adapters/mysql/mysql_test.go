@@ -66,11 +66,19 @@ func TestConformance(t *testing.T) {
 // With server-side prepared statements (the Go driver's default protocol,
 // interpolateParams=false) the queue keeps the same semantics on one server.
 func TestConformancePrepared(t *testing.T) {
+	conformanceAgain(t, "with prepared statements", func(o *Options) { o.PreparedStatements = true })
+}
+
+// conformanceAgain runs the conformance suite on queues that set also sets
+// (not with -short: the suite once more).
+func conformanceAgain(t *testing.T, what string, set func(*Options)) {
 	if testing.Short() {
-		t.Skip("the conformance suite again, with prepared statements")
+		t.Skip("the conformance suite again, " + what)
 	}
 	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
-		return newQueue(t, Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2, PreparedStatements: true})
+		opts := Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2}
+		set(&opts)
+		return newQueue(t, opts)
 	}, queuetest.Features{})
 }
 
@@ -102,12 +110,7 @@ func TestProtocol(t *testing.T) {
 
 // The volatile negative control keeps the same semantics on the MEMORY engine.
 func TestConformanceVolatile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the conformance suite again, on the MEMORY engine")
-	}
-	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
-		return newQueue(t, Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2, Volatile: true})
-	}, queuetest.Features{})
+	conformanceAgain(t, "on the MEMORY engine", func(o *Options) { o.Volatile = true })
 }
 
 // BreakOrder is the negative control of order.fifo, shared with adapters/mem:
