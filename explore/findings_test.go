@@ -39,7 +39,7 @@ func TestFindingsReplay(t *testing.T) {
 		file, env, knobs string
 		prop             contracts.Property
 	}{
-		{"redis-power-loss.yaml", "DURACHK_REDIS_URL", "private-instance.appendfsync=no", contracts.PropLost},
+		{"redis-power-loss.yaml", "DURACHK_REDIS_URL", "private-instance.appendonly=yes&private-instance.appendfsync=no", contracts.PropLost},
 		{"nats-preempted.yaml", "DURACHK_NATS_URL", "ack_wait=250ms", contracts.PropPreempted},
 	} {
 		t.Run(strings.TrimSuffix(c.file, ".yaml"), func(t *testing.T) {

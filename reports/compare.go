@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"path"
 	"path/filepath"
 	"sort"
@@ -184,7 +185,7 @@ func NewMatrix(docs []*Document, sources []string) Matrix {
 				kind = ti.Broker
 			}
 			m.Columns = append(m.Columns, Column{Target: ti.Name, Fingerprint: ti.Fingerprint, MeasuredOn: ti.MeasuredOn, Source: src,
-				Kind: kind, Settings: ti.Settings})
+				Kind: kind, Settings: withDurability(ti)})
 		}
 		for _, r := range d.Results {
 			if _, ok := row[r.Contract]; !ok {
@@ -283,6 +284,26 @@ func WriteMatrixText(w io.Writer, m Matrix) error {
 }
 
 // settingsText is a target's settings as k=v words, sorted.
+// withDurability is a target's settings with the effective value of each
+// durability setting of its private instance, under its knob's name
+// (private-instance.<name>) where no knob gave it: two servers configured
+// otherwise differ there.
+func withDurability(ti TargetInfo) map[string]string {
+	if ti.Durability == nil || len(ti.Durability.Settings) == 0 {
+		return ti.Settings
+	}
+	out := maps.Clone(ti.Settings)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, st := range ti.Durability.Settings {
+		if _, ok := out["private-instance."+st.Name]; !ok {
+			out["private-instance."+st.Name] = st.Value
+		}
+	}
+	return out
+}
+
 func settingsText(s map[string]string) string {
 	var kv []string
 	for k := range sortedKeys(s) {

@@ -38,6 +38,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 		TrialsNote                                                                    string
 		Trials                                                                        []TrialLine
 		Replay                                                                        string
+		Durability                                                                    string
 	}
 	var secs []section
 	for _, i := range d.ReadingOrder() {
@@ -48,7 +49,7 @@ func WriteHTML(w io.Writer, d *Document) error {
 		s := section{Anchor: Anchor(r.Target, r.Contract), Target: r.Target, Contract: r.Contract, Verdict: r.Verdict,
 			Mark: VerdictText(r), Claim: r.Claim, Reason: r.Reason, Scenario: r.Scenario, Sabotage: r.Sabotage, MeasuredOn: r.MeasuredOn,
 			Planned: r.Planned, Applied: faultsApplied(r.Stats.Faults), Metrics: r.Metrics, Reproduce: PasteCommand(ev.Reproduce, nil), PlannedLabel: PlannedLabel(ev),
-			TrialsNote: TrialsNote(r), Trials: TrialLines(d, r)}
+			TrialsNote: TrialsNote(r), Trials: TrialLines(d, r), Durability: d.DurabilityLine(r)}
 		if ev.Replay != nil {
 			s.Replay = ev.Replay.Text
 		}
@@ -232,13 +233,13 @@ var pageTmpl = template.Must(template.New("reports").Funcs(template.FuncMap{
 <p class="meta">{{.Legend}}</p>
 <h2>Targets</h2>
 <table><tr><th>target</th><th>measured on</th><th>endpoint</th><th>fingerprint</th><th>URL</th><th>settings</th><th>declared capabilities</th></tr>
-{{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code></td><td class="caps"><details><summary>{{.Caps.Summary}}</summary><table class="capt">{{range .Caps.All}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>{{if .Caps.Notes}}<ul class="notes">{{range .Caps.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}</details></td></tr>
+{{range .Targets}}<tr><td>{{.Name}}</td><td>{{.MeasuredOn}}</td><td>{{.Endpoint}}</td><td><code>{{.Fingerprint}}</code></td><td><code>{{.URL}}</code></td><td><code>{{.SettingsText}}</code>{{if .Durability}}<br><span class="meta">durability {{.Durability.Line}}</span>{{end}}</td><td class="caps"><details><summary>{{.Caps.Summary}}</summary><table class="capt">{{range .Caps.All}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>{{if .Caps.Notes}}<ul class="notes">{{range .Caps.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}</details></td></tr>
 {{end}}</table>
 <h2>Evidence</h2>
 {{range .Sections}}<div class="result" id="{{.Anchor}}">
 <h3><code>{{.Contract}}</code> on {{.Target}} <span class="badge {{vclass .Verdict}}">{{.Mark}}</span></h3>
 <p>{{.Claim}}</p>
-{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}{{if .Replay}}<p><b>Reproduction:</b> {{.Replay}}</p>{{end}}{{if .TrialsNote}}
+{{if .Reason}}<p><b>Reason:</b> {{.Reason}}</p>{{end}}{{if .Durability}}<p><b>Durability settings:</b> {{.Durability}}</p>{{end}}{{if .Replay}}<p><b>Reproduction:</b> {{.Replay}}</p>{{end}}{{if .TrialsNote}}
 <p><b>Trials:</b> {{.TrialsNote}}</p><table><tr><th>seed</th><th>verdict</th><th>seeds tried</th><th>reason</th><th>reproduce</th></tr>
 {{range .Trials}}<tr><td>{{.Seed}}</td><td class="{{vclass .Verdict}}">{{mark .Verdict}}</td><td>{{.SeedsTried}}</td><td>{{if ne (mark .Verdict) "pass"}}{{.Reason}}{{end}}</td><td>{{if .Reproduce}}<code>{{.Reproduce}}</code>{{end}}</td></tr>
 {{end}}</table>{{end}}

@@ -81,6 +81,9 @@ func detailsBlock(d *Document, r contracts.Result) string {
 	if r.Reason != "" {
 		fmt.Fprintf(&b, "**Reason:** %s\n\n", mdEscape(clip(r.Reason, 2000)))
 	}
+	if line := d.DurabilityLine(r); line != "" {
+		fmt.Fprintf(&b, "**Durability settings:** %s\n\n", mdEscape(clip(line, 2000)))
+	}
 	if ev := d.EvidenceFor(r.Target, r.Contract); ev.Replay != nil {
 		fmt.Fprintf(&b, "**Reproduction:** %s\n\n", mdEscape(ev.Replay.Text))
 	}
@@ -121,6 +124,12 @@ func targetsMarkdown(d *Document) string {
 	b.WriteString("\n### Targets\n\n| target | measured on | endpoint | fingerprint |\n|---|---|---|---|\n")
 	for _, t := range d.Targets {
 		fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", mdEscape(t.Name), mdEscape(t.MeasuredOn), t.Endpoint, t.Fingerprint)
+	}
+	if lines := d.DurabilityLines(); len(lines) > 0 {
+		b.WriteString("\nDurability settings (each from the target's knob, its server, or durachk's default):\n\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(clip(l, 2000)))
+		}
 	}
 	fmt.Fprintf(&b, "\ndurachk %s\n", d.Version)
 	return b.String()

@@ -136,9 +136,49 @@ type TargetInfo struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Settings are the effective knobs (credentials and the name left out).
 	Settings map[string]string `json:"settings,omitempty"`
-	// Fingerprint hashes kind, settings, broker version and endpoint kind: two
+	// Durability is the private instance the durability contracts ran on (a
+	// broker durachk started, killed and cut the power of): nil when the
+	// target has none (its own broker under control commands, a private
+	// cluster, a kind without private instances).
+	Durability *Durability `json:"durability,omitempty"`
+	// Fingerprint hashes kind, settings, broker version and endpoint kind,
+	// and the private instance's version and durability settings: two
 	// columns of a matrix with one fingerprint measured the same configuration.
 	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// Durability is the private instance a target's durability contracts
+// (durability.ack, durability.power-loss, a plan's broker_crash or
+// power_loss) ran on: the broker and version it runs, the target server's,
+// and every setting that decides what survives a kill or a power loss, each
+// with where its value came from.
+type Durability struct {
+	// Private names the broker of the private instance with its version
+	// ("redis 7.0.15"); Server the target's server as it answered ("redis
+	// 7.2.4"), "" when unknown.
+	Private  string    `json:"private"`
+	Server   string    `json:"server,omitempty"`
+	Settings []Setting `json:"settings,omitempty"`
+}
+
+// Where a durability setting's value came from.
+const (
+	SourceKnob    = "knob"    // the target's private-instance.* knob
+	SourceServer  = "server"  // the target's server, read when the run probed it
+	SourceDefault = "default" // durachk's: neither said (Note says why, where the server could not)
+)
+
+// Setting is one durability setting of a private instance.
+type Setting struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+	// ServerValue is the server's own value where a knob overrode another.
+	ServerValue string `json:"server_value,omitempty"`
+	// Note says why a default was used (the server's value could not be read,
+	// or the private instance cannot take it), or where a server's value
+	// comes from (fixed by its version).
+	Note string `json:"note,omitempty"`
 }
 
 // Evidence is what a report shows beside a verdict.

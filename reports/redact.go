@@ -78,8 +78,9 @@ func DescribeTarget(t contracts.Target, kind, rawURL string, options ...map[stri
 }
 
 // Fingerprint hashes what makes a configuration: kind, effective settings,
-// broker version and endpoint kind. Names, hosts, ports and credentials do not
-// enter it.
+// broker version and endpoint kind, and the effective durability settings of
+// the private instance (and its version) where there is one. Names, hosts,
+// ports, credentials and where a setting's value came from do not enter it.
 func Fingerprint(ti TargetInfo) string {
 	h := sha256.New()
 	kind := ti.Kind
@@ -96,6 +97,15 @@ func Fingerprint(ti TargetInfo) string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		h.Write([]byte("setting." + k + "=" + ti.Settings[k] + "\n"))
+	}
+	// The configuration the durability verdicts were measured on: two servers
+	// configured otherwise are two configurations, knobs or not. (Absent, as
+	// in documents written before it was kept, the hash is what it was.)
+	if d := ti.Durability; d != nil {
+		h.Write([]byte("durability.private=" + d.Private + "\n"))
+		for _, st := range d.Settings {
+			h.Write([]byte("durability." + st.Name + "=" + st.Value + "\n"))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }

@@ -86,6 +86,13 @@ func (d *Document) Validate() error {
 			return bad("targets[%d]: name %q used twice", i, Clip(t.Name))
 		}
 		targets[t.Name] = true
+		if t.Durability != nil {
+			for j, st := range t.Durability.Settings {
+				if st.Name == "" || (st.Source != SourceKnob && st.Source != SourceServer && st.Source != SourceDefault) {
+					return bad("targets[%d].durability.settings[%d]: name %q, source %q: want a name and knob, server or default", i, j, Clip(st.Name), Clip(st.Source))
+				}
+			}
+		}
 	}
 	for i, r := range d.Results {
 		where := fmt.Sprintf("results[%d] (%s/%s)", i, Clip(r.Target), Clip(r.Contract))

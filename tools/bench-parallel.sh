@@ -27,7 +27,7 @@ targets:
     url: ${DURACHK_PG_URL}
   - name: redis
     url: ${DURACHK_REDIS_URL}
-    private-instance: {appendfsync: always}
+    private-instance: {appendonly: "yes", appendfsync: always}
   - name: sqs-fifo
     url: ${DURACHK_SQS_URL}
     fifo: true

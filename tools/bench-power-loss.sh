@@ -20,10 +20,13 @@ amqp=amqp://guest:guest@127.0.0.1:5672/
 nats=${DURACHK_NATS_URL:-nats://127.0.0.1:4222}
 mysql=${DURACHK_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 
+# Each profile states the settings it is named for: a private instance takes
+# every other durability setting from the server (the shared Redis here runs
+# appendonly no).
 declare -A url=(
-  [redis-always]="$redis?private-instance.appendfsync=always"
-  [redis-everysec]="$redis?private-instance.appendfsync=everysec"
-  [redis-no]="$redis?private-instance.appendfsync=no"
+  [redis-always]="$redis?private-instance.appendonly=yes&private-instance.appendfsync=always"
+  [redis-everysec]="$redis?private-instance.appendonly=yes&private-instance.appendfsync=everysec"
+  [redis-no]="$redis?private-instance.appendonly=yes&private-instance.appendfsync=no"
   [pg-sync-on]="$pg?synchronous_commit=on"
   [pg-sync-off]="$pg?synchronous_commit=off"
   [pg-fsync-off]="$pg?private-instance.fsync=off"
@@ -31,8 +34,8 @@ declare -A url=(
   [rabbit-classic-journal]="$amqp?queue-arguments.x-queue-type=classic&power-loss.metadata=journal"
   [rabbit-quorum]="$amqp?queue-arguments.x-queue-type=quorum"
   [rabbit-quorum-journal]="$amqp?queue-arguments.x-queue-type=quorum&power-loss.metadata=journal"
-  [nats-default]="$nats?storage=file&retention=workqueue"
-  [nats-default-journal]="$nats?storage=file&retention=workqueue&power-loss.metadata=journal"
+  [nats-default]="$nats?storage=file&retention=workqueue&private-instance.sync_interval=2m"
+  [nats-default-journal]="$nats?storage=file&retention=workqueue&private-instance.sync_interval=2m&power-loss.metadata=journal"
   [nats-sync-always]="$nats?storage=file&retention=workqueue&private-instance.sync_interval=always"
   [mysql-trx1]="$mysql?private-instance.innodb_flush_log_at_trx_commit=1"
   [mysql-trx2]="$mysql?private-instance.innodb_flush_log_at_trx_commit=2"

@@ -73,6 +73,11 @@ type Options struct {
 	// BreakOrder is a deliberately broken FIFO (newest first) that still
 	// claims FIFO, as in adapters/mem: the negative control of order.fifo.
 	BreakOrder bool
+	// PreparedStatements sends the queue's statements as server-side
+	// prepared statements (the binary protocol: the Go driver's own default,
+	// interpolateParams=false) instead of as text with their parameters
+	// interpolated by the driver (interpolateParams=true).
+	PreparedStatements bool
 }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
@@ -215,6 +220,7 @@ func Open(ctx context.Context, url, runID string, opts Options) (*Queue, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
+	c.cfg.InterpolateParams = !opts.PreparedStatements
 	d, err := openDB(ctx, c, opts.MaxConns)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
@@ -342,6 +348,11 @@ func capabilities(opts Options, st settings) adapters.Capabilities {
 	}
 	if st.wsrepOn == "ON" {
 		notes = append(notes, "Galera (wsrep_on): row locks are local to a node until commit; a second lease of a row on another node fails certification (error 1213) and is refused")
+	}
+	if opts.PreparedStatements {
+		notes = append(notes, "interpolateParams=false: the queue's statements are server-side prepared statements (the binary protocol, the Go driver's default)")
+	} else {
+		notes = append(notes, "interpolateParams=true: the queue's statements are sent as text, their parameters interpolated by the driver")
 	}
 	if opts.DeliveryLimit > 0 {
 		notes = append(notes, fmt.Sprintf("delivery limit %d: a job is dead-lettered natively instead of its delivery %d", opts.DeliveryLimit, opts.DeliveryLimit+1))

@@ -63,14 +63,54 @@ func TestConformance(t *testing.T) {
 	}, queuetest.Features{})
 }
 
-// The volatile negative control keeps the same semantics on the MEMORY engine.
-func TestConformanceVolatile(t *testing.T) {
+// With server-side prepared statements (the Go driver's default protocol,
+// interpolateParams=false) the queue keeps the same semantics on one server.
+func TestConformancePrepared(t *testing.T) {
+	conformanceAgain(t, "with prepared statements", func(o *Options) { o.PreparedStatements = true })
+}
+
+// conformanceAgain runs the conformance suite on queues that set also sets
+// (not with -short: the suite once more).
+func conformanceAgain(t *testing.T, what string, set func(*Options)) {
 	if testing.Short() {
-		t.Skip("the conformance suite again, on the MEMORY engine")
+		t.Skip("the conformance suite again, " + what)
 	}
 	queuetest.Run(t, func(t *testing.T, o queuetest.Options) adapters.Queue {
-		return newQueue(t, Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2, Volatile: true})
+		opts := Options{DeliveryLimit: o.DeliveryLimit, FIFO: o.FIFO, MaxConns: 2}
+		set(&opts)
+		return newQueue(t, opts)
 	}, queuetest.Features{})
+}
+
+// TestProtocol: PreparedStatements reaches the driver: the queue's session
+// prepares statements on the server with it (Com_stmt_prepare), none
+// without.
+func TestProtocol(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		q := newQueue(t, Options{MaxConns: 1, PreparedStatements: prepared})
+		ctx := context.Background()
+		if err := q.Enqueue(ctx, job("a")); err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		var n int
+		// No arguments: sent as text either way, on the pool's one session.
+		if err := q.db.pool.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != prepared {
+			t.Errorf("prepared statements %v: the session prepared %d statements", prepared, n)
+		}
+		notes := strings.Join(q.Capabilities().Notes, "\n")
+		if want := map[bool]string{false: "interpolateParams=true", true: "interpolateParams=false"}[prepared]; !strings.Contains(notes, want) {
+			t.Errorf("notes %q do not say %s", notes, want)
+		}
+	}
+}
+
+// The volatile negative control keeps the same semantics on the MEMORY engine.
+func TestConformanceVolatile(t *testing.T) {
+	conformanceAgain(t, "on the MEMORY engine", func(o *Options) { o.Volatile = true })
 }
 
 // BreakOrder is the negative control of order.fifo, shared with adapters/mem:

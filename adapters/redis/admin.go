@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -57,6 +58,50 @@ func ServerVersion(ctx context.Context, url string) (string, error) {
 		}
 	}
 	return "redis", nil
+}
+
+// PersistenceSettings reads the server's values of the settings named with
+// CONFIG GET, and says why for each it could not read. CONFIG may be
+// disabled, renamed or refused to the user (managed Redis): appendonly is
+// then read from INFO persistence (aof_enabled), the others stay unread. err
+// is a server that did not answer at all.
+func PersistenceSettings(ctx context.Context, url string, names []string) (values, unread map[string]string, err error) {
+	c, err := adminClient(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	values, unread = map[string]string{}, map[string]string{}
+	info, err := c.Info(ctx, "persistence").Result()
+	if err != nil {
+		return nil, nil, errors.New(redactErr(err, url))
+	}
+	for _, n := range names {
+		cfg, err := c.ConfigGet(ctx, n).Result()
+		v, ok := cfg[n]
+		switch {
+		case err == nil && ok:
+			values[n] = v
+			continue
+		case err == nil:
+			unread[n] = "the server has no such setting"
+		case strings.Contains(strings.ToLower(err.Error()), "unknown command"):
+			unread[n] = "CONFIG disabled or renamed"
+		default:
+			unread[n] = "CONFIG GET refused: " + redactErr(err, url)
+		}
+		if n == "appendonly" {
+			switch infoField(info, "aof_enabled") {
+			case "1":
+				values[n] = "yes"
+				delete(unread, n)
+			case "0":
+				values[n] = "no"
+				delete(unread, n)
+			}
+		}
+	}
+	return values, unread, nil
 }
 
 // Ready reports whether the server at addr serves requests: EXISTS answers

@@ -132,9 +132,26 @@ func resolve(ctx context.Context, spec, store string, log io.Writer) (*target, e
 	if k := rt.Scale / runner.DefaultScale; k > 1 && log != nil {
 		fmt.Fprintf(log, "  %s: the machine is busy: scenario times run %.1f× slower than on an idle one (%s fixes the factor)\n", s.Name, k, loadavg.Env)
 	}
+	info := reports.DescribeTarget(rt, s.Kind, spec, s.Options)
+	if d := durabilityInfo(rt.Durability()); d != nil {
+		info.Durability = d
+		info.Fingerprint = reports.Fingerprint(info) // the settings the server runs with enter it
+	}
 	t := &target{Target: rt, spec: spec, parsed: s, scale: rt.Scale,
-		info: reports.DescribeTarget(rt, s.Kind, spec, s.Options), secrets: append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...)}
+		info: info, secrets: append(reports.Secrets(spec), reports.Secrets(s.StoreURL)...)}
 	return t, nil
+}
+
+// durabilityInfo is what a report shows of a target's private instance.
+func durabilityInfo(d *targets.Durability) *reports.Durability {
+	if d == nil {
+		return nil
+	}
+	out := &reports.Durability{Private: d.Private, Server: d.Server}
+	for _, s := range d.Settings {
+		out.Settings = append(out.Settings, reports.Setting{Name: s.Name, Value: s.Value, Source: s.Source, ServerValue: s.ServerValue, Note: s.Note})
+	}
+	return out
 }
 
 // newTarget is runner.New, given up on half a second after ctx ends: a broker
@@ -266,6 +283,9 @@ func PrintTable(w io.Writer, doc *reports.Document) {
 			fmt.Fprintf(w, "%s: %s; cancelled %d, events dead-lettered %d, circuit opened %d\n", r.Contract, SeedColumns(r.Stats),
 				r.Stats.Cancelled, r.Stats.EventsDeadLettered, r.Stats.CircuitOpens)
 		}
+	}
+	for _, l := range doc.DurabilityLines() {
+		fmt.Fprintln(w, l)
 	}
 	for _, i := range order {
 		if r := doc.Results[i]; r.Verdict != contracts.Pass {

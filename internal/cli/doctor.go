@@ -63,6 +63,17 @@ func Doctor(ctx context.Context, o RunOptions, w io.Writer) error {
 			fmt.Fprintf(tw, "  node faults\t%s\n", nf)
 		}
 		fmt.Fprintf(tw, "  power loss\t%v\n", c.PowerLoss)
+		if d := ti.Durability; d != nil {
+			// What durability.ack and durability.power-loss will run on.
+			line := "private " + d.Private
+			if d.Server != "" && d.Server != d.Private {
+				line += " (the target runs " + d.Server + ")"
+			}
+			fmt.Fprintf(tw, "  durability on\t%s\n", line)
+			for _, st := range d.Settings {
+				fmt.Fprintf(tw, "  durability\t%s\n", st.Describe())
+			}
+		}
 		for _, n := range c.Notes {
 			fmt.Fprintf(tw, "  note\t%s\n", n)
 		}

@@ -65,8 +65,10 @@ func TestPowerLossTellsFsyncPoliciesApart(t *testing.T) {
 		name, url string
 		want      contracts.Verdict
 	}{
-		{"redis appendfsync always", "redis://127.0.0.1:6379/0?private-instance.appendfsync=always", contracts.Pass},
-		{"redis appendfsync no", "redis://127.0.0.1:6379/0?private-instance.appendfsync=no", contracts.Violated},
+		// The AOF on, stated: the shared server runs appendonly no, which the
+		// private instance would take.
+		{"redis appendfsync always", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes&private-instance.appendfsync=always", contracts.Pass},
+		{"redis appendfsync no", "redis://127.0.0.1:6379/0?private-instance.appendonly=yes&private-instance.appendfsync=no", contracts.Violated},
 		{"postgres synchronous_commit on", os.Getenv("DURACHK_PG_URL"), contracts.Pass},
 	}
 	c, err := contracts.Lookup("durability.power-loss")
@@ -119,7 +121,7 @@ func TestPowerLossTellsFsyncPoliciesApart(t *testing.T) {
 // TestPowerLossRunCancelled: a run cancelled after its broker started on the
 // lazy file system (SIGINT in the CLI) unmounts it and leaves nothing.
 func TestPowerLossRunCancelled(t *testing.T) {
-	tg := powerLossTarget(t, "redis://127.0.0.1:6379/0?private-instance.appendfsync=always")
+	tg := powerLossTarget(t, "redis://127.0.0.1:6379/0?private-instance.appendonly=yes&private-instance.appendfsync=always")
 	var runID, dir string
 	started := make(chan string, 1)
 	tg.OnRun = func(id, d string) { runID, dir = id, d; started <- d }

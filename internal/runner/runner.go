@@ -62,6 +62,7 @@ type Target struct {
 	budgetAt   func(spend func()) // set by tests: hands over what makes the budget run out now
 	caps       adapters.Capabilities
 	measuredOn string
+	durability *targets.Durability
 	down       downState
 }
 
@@ -103,7 +104,15 @@ const downCheckLimit = 3 * time.Second
 // New checks that the target is reachable, reads what it is and its declared
 // capabilities, and removes the probe namespace again.
 func New(ctx context.Context, spec targets.Spec) (*Target, error) {
-	t := &Target{Spec: spec, Scale: DefaultScale * Stretch()} // slower on a busy machine
+	// The private instance of the durability contracts runs with the target
+	// server's own durability settings where no knob says otherwise: read once,
+	// here, over the target's connection, into the spec every run starts from.
+	// Bounded: a paused server accepts the connection and never answers (the
+	// probe below then finds it).
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(float64(setupLimit)*Stretch()))
+	spec, durability := targets.ReadDurability(rctx, spec)
+	cancel()
+	t := &Target{Spec: spec, Scale: DefaultScale * Stretch(), durability: durability} // slower on a busy machine
 	probe := spec
 	probe.RunID = newRunID()
 	// The probe is a run too: registered, so that cleanup finds its queues if
@@ -155,6 +164,9 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	if t.measuredOn == "" {
 		t.measuredOn = spec.Kind
 	}
+	if t.durability != nil && t.measuredOn != spec.Kind {
+		t.durability.Server = t.measuredOn
+	}
 	t.describeCluster()
 	t.measuredOn += " (real processes)"
 	return t, nil
@@ -186,7 +198,13 @@ func tryProbe(ctx context.Context, f func() error) error {
 	return err
 }
 
-func (t *Target) Name() string                        { return t.Spec.Name }
+func (t *Target) Name() string { return t.Spec.Name }
+
+// Durability is the configuration of the private instance the target's
+// durability contracts run on: every setting that decides what survives, with
+// where it came from (the knob, the target's server, durachk's default). Nil
+// when they do not run on a private instance of the target's own.
+func (t *Target) Durability() *targets.Durability     { return t.durability }
 func (t *Target) MeasuredOn() string                  { return t.measuredOn }
 func (t *Target) Capabilities() adapters.Capabilities { return t.caps }
 

@@ -38,8 +38,9 @@ func privateRedisTarget(t *testing.T) *Target {
 	t.Helper()
 	red := startTestRedis(t, 0)
 	tg := redisTarget(t, red)
-	// fsync always: durability.ack is then a property of Redis, not of the disk's timing.
-	tg.Spec.Options = map[string]string{"private-instance.appendfsync": "always"}
+	// The AOF fsynced always: durability.ack is then a property of Redis, not
+	// of the disk's timing (the test's server runs without persistence).
+	tg.Spec.Options = map[string]string{"private-instance.appendonly": "yes", "private-instance.appendfsync": "always"}
 	if err := targets.CanKillBroker(tg.Spec); err != nil {
 		t.Skip(err)
 	}

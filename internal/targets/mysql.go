@@ -17,19 +17,66 @@ import (
 //	fifo=true|false                                   FIFO per group (default true)
 //	delivery_limit=N                                  the queue dead-letters a job at its (N+1)-th delivery
 //	wsrep_sync_wait=0..15                             Galera's causal reads, every session's
-//	private-instance.innodb_flush_log_at_trx_commit=0|1|2   \
-//	private-instance.sync_binlog=N                          > the private server of durability.ack
-//	private-instance.innodb_doublewrite=ON|OFF              >  and durability.power-loss (MariaDB's
-//	private-instance.log_bin=ON|OFF                         /  defaults: 1, 0, ON, OFF)
+//	interpolateParams=true|false                      the driver's protocol: true, statements
+//	                                                  sent as text with their parameters in them;
+//	                                                  false (the Go driver's default), server-side
+//	                                                  prepared statements (the binary protocol)
+//	private-instance.innodb_flush_log_at_trx_commit=0|1|2   \  the private server of durability.ack
+//	private-instance.sync_binlog=N                           | and durability.power-loss; each not
+//	private-instance.innodb_doublewrite=ON|OFF               | given is the target server's own,
+//	private-instance.log_bin=ON|OFF                         /  else MariaDB's default: 1, 0, ON, OFF
 //	name=NAME                                         the target's name in reports
 //
 // timeout, readTimeout, writeTimeout and tls go to the driver. The queue lives
 // in a database of its own per run, durachk_<run id>: the URL's user needs
 // CREATE and DROP on durachk_%. The effect store stays on Postgres.
 var mysqlKnobs = map[string]bool{
-	"fifo": true, "delivery_limit": true, "wsrep_sync_wait": true, "name": true,
-	"private-instance.innodb_flush_log_at_trx_commit": true, "private-instance.sync_binlog": true,
-	"private-instance.innodb_doublewrite": true, "private-instance.log_bin": true,
+	"fifo": true, "delivery_limit": true, "wsrep_sync_wait": true, "name": true, "interpolateParams": true,
+}
+
+// mysqlDurability are the settings that decide what of a commit survives a
+// kill or a power loss: when InnoDB writes and flushes its redo log
+// (innodb_flush_log_at_trx_commit: 1 at every commit, 2 written at commit and
+// flushed once a second, 0 both once a second), whether the binary log is on
+// and how often it is fsynced (with it on, crash recovery rolls back what the
+// binary log lost), and whether the doublewrite buffer repairs a page torn by
+// a power loss.
+var mysqlDurability = []DurabilitySetting{
+	{Name: "innodb_flush_log_at_trx_commit", Default: "1", Check: oneOfCheck("0", "1", "2")},
+	{Name: "sync_binlog", Default: "0", Check: func(v string) string {
+		if _, err := strconv.ParseUint(v, 10, 32); err != nil {
+			return "want a number ≥ 0 (0: the OS flushes the binary log; N: every N commit groups)"
+		}
+		return ""
+	}},
+	{Name: "innodb_doublewrite", Default: "ON", Check: oneOfCheck("ON", "OFF")},
+	{Name: "log_bin", Default: "OFF", Check: oneOfCheck("ON", "OFF")},
+}
+
+func init() {
+	for _, d := range mysqlDurability {
+		mysqlKnobs[d.knob()] = true
+	}
+}
+
+// mysqlServerSettings reads the target server's durability settings (SHOW
+// GLOBAL VARIABLES). MySQL and MariaDB name booleans ON and OFF there.
+func mysqlServerSettings(ctx context.Context, s Spec) (ServerSettings, error) {
+	names := make([]string, len(mysqlDurability))
+	for i, d := range mysqlDurability {
+		names[i] = d.Name
+	}
+	values, err := myq.Status(ctx, s.URL, names...)
+	if err != nil {
+		return ServerSettings{}, err
+	}
+	out := ServerSettings{Values: values, Unread: map[string]string{}}
+	for _, n := range names {
+		if _, ok := values[n]; !ok {
+			out.Unread[n] = "the server has no such variable"
+		}
+	}
+	return out, nil
 }
 
 func init() {
@@ -45,6 +92,9 @@ func init() {
 		StartPrivate:    startPrivateMySQL,
 		Cluster:         mysqlClusterKind,
 		CanStartPrivate: canStartPrivateMySQL,
+		Durability:      mysqlDurability,
+		ServerSettings:  mysqlServerSettings,
+		PrivateVersion:  privateMariaDBVersion,
 		Cleanup: func(ctx context.Context, s Spec, c Scope) ([]string, error) {
 			removed, err := myq.DropRunDatabases(ctx, s.URL, c.Live)
 			if err != nil {
@@ -83,25 +133,19 @@ func parseMySQL(raw string, u *url.URL) (Spec, error) {
 			return Spec{}, bad("wsrep_sync_wait", "a number from 0 to 15 (a bitmask of the statements that wait for causality)")
 		}
 	}
-	if v, ok := opts["private-instance.innodb_flush_log_at_trx_commit"]; ok && !oneOf(v, "0", "1", "2") {
-		return Spec{}, bad("private-instance.innodb_flush_log_at_trx_commit", "0, 1 or 2")
-	}
-	if v, ok := opts["private-instance.sync_binlog"]; ok {
-		if n, err := strconv.ParseUint(v, 10, 32); err != nil || n > 4294967295 {
-			return Spec{}, bad("private-instance.sync_binlog", "a number ≥ 0 (0: the OS flushes the binary log; N: every N commit groups)")
-		}
+	if v, ok := opts["interpolateParams"]; ok && v != "true" && v != "false" {
+		return Spec{}, bad("interpolateParams", "true or false")
 	}
 	for _, k := range []string{"private-instance.innodb_doublewrite", "private-instance.log_bin"} {
-		if v, ok := opts[k]; ok {
-			switch v {
-			case "ON", "on", "1":
-				opts[k] = "ON"
-			case "OFF", "off", "0":
-				opts[k] = "OFF"
-			default:
-				return Spec{}, bad(k, "ON or OFF")
-			}
+		switch opts[k] {
+		case "on", "1":
+			opts[k] = "ON"
+		case "off", "0":
+			opts[k] = "OFF"
 		}
+	}
+	if err := checkDurabilityKnobs(mysqlDurability, opts); err != nil {
+		return Spec{}, err
 	}
 	// The port is explicit, so that every run of this server names the same
 	// endpoint (cleanup matches it).
@@ -128,7 +172,7 @@ func parseMySQL(raw string, u *url.URL) (Spec, error) {
 // mysqlOptions are the queue's options for a run of s.
 func mysqlOptions(s Spec) myq.Options {
 	o := myq.Options{FIFO: s.Options["fifo"] != "false", MaxConns: 2, BreakOrder: s.BreakOrder, Volatile: s.Volatile,
-		Unreplicated: s.Unreplicated}
+		Unreplicated: s.Unreplicated, PreparedStatements: s.Options["interpolateParams"] == "false"}
 	o.DeliveryLimit, _ = strconv.Atoi(s.Options["delivery_limit"])
 	if v := s.Options["wsrep_sync_wait"]; v != "" {
 		o.Session = map[string]string{"wsrep_sync_wait": v}
@@ -137,7 +181,7 @@ func mysqlOptions(s Spec) myq.Options {
 		o.Notes = []string{"durability.ack kills and restarts this server with its control commands (its own durability settings apply)"}
 	} else if !HasPrivateCluster(s) {
 		o.Notes = []string{"durability.ack and durability.power-loss run on a private mariadbd started by durachk with " +
-			privateMySQLProfile(s).String() + " (the private-instance.* knobs; MariaDB's defaults otherwise), never on this server"}
+			privateMySQLProfile(s).String() + " (each the private-instance.* knob, else this server's own setting, else MariaDB's default: the target's durability settings say which), never on this server"}
 	}
 	return o
 }

@@ -1,7 +1,6 @@
 package targets
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -32,12 +31,27 @@ type mysqlProfile struct {
 }
 
 func privateMySQLProfile(s Spec) mysqlProfile {
-	return mysqlProfile{
-		trxCommit:   cmp.Or(s.Options["private-instance.innodb_flush_log_at_trx_commit"], "1"),
-		syncBinlog:  cmp.Or(s.Options["private-instance.sync_binlog"], "0"),
-		doublewrite: cmp.Or(s.Options["private-instance.innodb_doublewrite"], "ON"),
-		logBin:      cmp.Or(s.Options["private-instance.log_bin"], "OFF"),
+	v := func(name string) string { return privateValue(mysqlDurability, s, name) }
+	return mysqlProfile{trxCommit: v("innodb_flush_log_at_trx_commit"), syncBinlog: v("sync_binlog"),
+		doublewrite: v("innodb_doublewrite"), logBin: v("log_bin")}
+}
+
+// privateMariaDBVersion names the mariadbd a private server runs ("mariadb
+// 10.11.19"), as its --version says ("mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for …").
+func privateMariaDBVersion() (string, error) {
+	b, err := findMariaDB()
+	if err != nil {
+		return "", err
 	}
+	return binaryVersion(b.server, func(out string) string {
+		f := strings.Fields(out)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "Ver" {
+				return "mariadb " + strings.SplitN(f[i+1], "-", 2)[0]
+			}
+		}
+		return ""
+	})
 }
 
 func (p mysqlProfile) String() string {

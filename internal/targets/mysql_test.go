@@ -31,6 +31,8 @@ func TestParseMySQL(t *testing.T) {
 		{raw: "mysql://root@127.0.0.1:3306/test?private-instance.sync_binlog=-1", err: "want a number"},
 		{raw: "mysql://root@127.0.0.1:3306/test?private-instance.innodb_doublewrite=maybe", err: "want ON or OFF"},
 		{raw: "mysql://root@127.0.0.1:3306/test?wsrep_sync_wait=16", err: "0 to 15"},
+		{raw: "mysql://root@127.0.0.1:3306/test?interpolateParams=false", wantURL: "mysql://root@127.0.0.1:3306/test", name: "mysql", opts: map[string]string{"interpolateParams": "false"}},
+		{raw: "mysql://root@127.0.0.1:3306/test?interpolateParams=1", err: "interpolateParams=\"1\": want true or false"},
 		{raw: "mysql://root@127.0.0.1:3306/test?fifo=yes", err: "true or false"},
 		{raw: "mysql://root@127.0.0.1:3306/test?delivery_limit=-2", err: "a number ≥ 0"},
 		{raw: "mysql://root@127.0.0.1:3306/test?multiStatements=true", err: `unknown setting "multiStatements"`},
@@ -172,6 +174,23 @@ func TestGTIDSeq(t *testing.T) {
 	for pos, want := range map[string]uint64{"": 0, "0-1-42": 42, "0-1-42,1-2-7": 42, "0-2-7, 1-1-99": 99, "junk": 0} {
 		if got := gtidSeq(pos); got != want {
 			t.Errorf("gtidSeq(%q) = %d, want %d", pos, got, want)
+		}
+	}
+}
+
+// TestMySQLDriverProtocolKnob: interpolateParams, as the Go driver names it,
+// picks the queue's protocol; without it the statements go as text.
+func TestMySQLDriverProtocolKnob(t *testing.T) {
+	for _, tt := range []struct {
+		knob     string
+		prepared bool
+	}{{"", false}, {"&interpolateParams=true", false}, {"&interpolateParams=false", true}} {
+		s, err := Parse("mysql://root@127.0.0.1:3306/test?fifo=true" + tt.knob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mysqlOptions(s).PreparedStatements; got != tt.prepared {
+			t.Errorf("%q: prepared statements %v, want %v", tt.knob, got, tt.prepared)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/durachk/durachk/adapters"
@@ -25,13 +26,45 @@ import (
 //	duplicate_window=DURATION           Nats-Msg-Id de-duplication window (default 2m)
 //	max_age=DURATION                    stream message TTL (default none)
 //	private-instance.sync_interval=always|DURATION
-//	                                    the private server's fsync interval (durability.ack;
-//	                                    default: the server's, 2m)
+//	                                    the private server's fsync interval (durability.ack,
+//	                                    durability.power-loss); not given: the target server's
+//	                                    where its version says it (natsDurability), else 2m
 //	name=NAME                           the target's name in reports
 var natsKnobs = map[string]bool{
 	"storage": true, "replicas": true, "retention": true, "max_deliver": true, "ack_wait": true,
 	"max_msgs": true, "max_bytes": true, "discard": true, "duplicate_window": true, "max_age": true,
 	"private-instance.sync_interval": true, "name": true,
+}
+
+// natsDurability: how often JetStream fsyncs its file store decides what of
+// an acknowledged publish survives a power loss (a kill loses nothing the
+// kernel has). The stream's storage and replicas are the target's knobs.
+var natsDurability = []DurabilitySetting{
+	{Name: "sync_interval", Default: "2m", Check: func(v string) string {
+		if d, err := time.ParseDuration(v); v != "always" && (err != nil || d <= 0) {
+			return "want always or a duration such as 2m"
+		}
+		return ""
+	}},
+}
+
+// natsServerSettings: the client protocol carries no server configuration
+// (the server's INFO has its version; $JS.API.INFO the account's limits;
+// /varz and the system account need a monitoring port or credentials a
+// target URL does not give). nats-server 2.9 has no sync_interval setting
+// and fsyncs its file store every 60 s (its filestore.go); from 2.10 the
+// configuration file sets it (default 2 min), unreadable here.
+func natsServerSettings(ctx context.Context, s Spec) (ServerSettings, error) {
+	v, err := nq.ServerVersion(ctx, s.URL)
+	if err != nil {
+		return ServerSettings{}, err
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(v, "nats-server "), "%d.%d", &major, &minor); err == nil && major == 2 && minor == 9 {
+		return ServerSettings{Values: map[string]string{"sync_interval": "60s"},
+			Notes: map[string]string{"sync_interval": v + " has no sync_interval setting and fsyncs its file store every 60 s"}}, nil
+	}
+	return ServerSettings{Unread: map[string]string{"sync_interval": "the client protocol does not carry it: private-instance.sync_interval says what " + v + "'s configuration sets"}}, nil
 }
 
 func init() {
@@ -48,6 +81,9 @@ func init() {
 		},
 		StartPrivate:    startPrivateNATS,
 		CanStartPrivate: canStartPrivateNATS,
+		Durability:      natsDurability,
+		ServerSettings:  natsServerSettings,
+		PrivateVersion:  func() (string, error) { return "nats-server " + natsServerVersion(), nil },
 		Cleanup:         cleanupNATS,
 	})
 	defaultPorts["nats"] = "4222"
@@ -82,10 +118,8 @@ func parseNATS(raw string, u *url.URL) (Spec, error) {
 	if _, err := NATSOptions(s); err != nil {
 		return Spec{}, err
 	}
-	if v, ok := opts["private-instance.sync_interval"]; ok && v != "always" {
-		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-			return Spec{}, fmt.Errorf("%w: private-instance.sync_interval=%q: want always or a duration such as 2m", ErrBadTarget, v)
-		}
+	if err := checkDurabilityKnobs(natsDurability, opts); err != nil {
+		return Spec{}, err
 	}
 	return s, nil
 }
@@ -161,19 +195,12 @@ func NATSOptions(s Spec) (nq.Options, error) {
 	case s.ControlKills():
 		o.Notes = append(o.Notes, "durability.ack kills and restarts this server with its control commands (its own store and sync_interval apply)")
 	default:
-		o.Notes = append(o.Notes, "durability.ack runs on a private nats-server "+natsServerVersion()+" (embedded in durachk, a child process with its own port and store) with sync_interval="+syncNote(s)+", never on this server")
+		o.Notes = append(o.Notes, "durability.ack and durability.power-loss run on a private nats-server "+natsServerVersion()+" (embedded in durachk, a child process with its own port and store) with sync_interval="+privateValue(natsDurability, s, "sync_interval")+" (the private-instance.sync_interval knob, else this server's where its version says it, else 2m: the target's durability settings say which), never on this server")
 	}
 	if s.BreakOrder {
 		o.Notes = append(o.Notes, "break-order requested, but this target claims no FIFO: nothing to break")
 	}
 	return o, nil
-}
-
-func syncNote(s Spec) string {
-	if v := s.Options["private-instance.sync_interval"]; v != "" {
-		return v
-	}
-	return "2m (the default)"
 }
 
 // cleanupNATS deletes the streams of dead runs, found by listing the server's

@@ -88,7 +88,7 @@ func startPrivateNATS(ctx context.Context, s Spec, dir string) (Instance, Spec, 
 	if err != nil {
 		return nil, s, err
 	}
-	cfg := NATSServerConfig{Port: port, User: "durachk", Password: Secret(16), SyncInterval: s.Options["private-instance.sync_interval"]}
+	cfg := NATSServerConfig{Port: port, User: "durachk", Password: Secret(16), SyncInterval: privateValue(natsDurability, s, "sync_interval")}
 	conf, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, s, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/adapters/pg"
+	"github.com/durachk/durachk/adapters/pg/pgdb"
 	"github.com/durachk/durachk/pipeline"
 	"github.com/durachk/durachk/pipeline/pgstore"
 )
@@ -16,12 +17,53 @@ import (
 // fifo (true|false, default true), delivery_limit (n), synchronous_commit
 // (on|off|local|remote_write|remote_apply), transactional_ack (true: the ack
 // commits in the effect store's transaction, which must then be this database —
-// the default), name (the target's name in reports), private-instance.fsync
-// (on|off, default on: the fsync of the private server that durability.ack and
-// durability.power-loss start; synchronous_commit is that server's default too).
+// the default), name (the target's name in reports), and the durability
+// settings of the private server that durability.ack and durability.power-loss
+// start (pgDurability): private-instance.fsync (on|off),
+// private-instance.wal_sync_method, private-instance.full_page_writes (on|off)
+// and synchronous_commit (the server's default too), each not given the
+// target server's own (SHOW), else Postgres's default.
 // Every other parameter goes to the driver (sslmode, connect_timeout, ...).
-var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true, "transactional_ack": true,
-	"private-instance.fsync": true}
+var pgKnobs = map[string]bool{"synchronous_commit": true, "fifo": true, "delivery_limit": true, "name": true, "transactional_ack": true}
+
+// pgDurability are the settings that decide what of a commit survives a
+// kill or a power loss (https://www.postgresql.org/docs/current/wal-reliability.html
+// and runtime-config-wal): whether the WAL is fsynced at all, whether a commit
+// waits for its flush, how it is flushed, and whether a page torn by a power
+// loss can be repaired from the WAL. wal_sync_method is Linux's set (no
+// fsync_writethrough: the private server runs here).
+var pgDurability = []DurabilitySetting{
+	{Name: "fsync", Default: "on", Check: oneOfCheck("on", "off")},
+	{Name: "synchronous_commit", Knob: "synchronous_commit", Default: "on", Check: oneOfCheck("on", "off", "local", "remote_write", "remote_apply")},
+	{Name: "wal_sync_method", Default: "fdatasync", Check: oneOfCheck("fdatasync", "fsync", "open_sync", "open_datasync")},
+	{Name: "full_page_writes", Default: "on", Check: oneOfCheck("on", "off")},
+}
+
+func init() {
+	for _, d := range pgDurability {
+		pgKnobs[d.knob()] = true
+	}
+}
+
+// pgServerSettings reads the target server's durability settings with SHOW.
+func pgServerSettings(ctx context.Context, s Spec) (ServerSettings, error) {
+	db, err := pgdb.Open(ctx, s.URL, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		return ServerSettings{}, err
+	}
+	defer db.Close()
+	out := ServerSettings{Values: map[string]string{}, Unread: map[string]string{}}
+	for _, d := range pgDurability {
+		var v string
+		// SHOW takes no parameter; the names are pgDurability's own.
+		if err := db.Pool.QueryRow(ctx, "SHOW "+d.Name).Scan(&v); err != nil {
+			out.Unread[d.Name] = db.Err("SHOW "+d.Name, err, false).Error()
+			continue
+		}
+		out.Values[d.Name] = v
+	}
+	return out, nil
+}
 
 func init() {
 	Register(&Kind{Name: "postgres", Schemes: []string{"postgres", "postgresql"}, Parse: parsePostgres,
@@ -30,6 +72,9 @@ func init() {
 		},
 		StartPrivate:    startPrivatePostgres,
 		CanStartPrivate: canStartPrivatePostgres,
+		Durability:      pgDurability,
+		ServerSettings:  pgServerSettings,
+		PrivateVersion:  privatePostgresVersion,
 		Cleanup:         cleanupPostgres,
 		Cluster:         pgClusterKind,
 	})
@@ -47,11 +92,8 @@ func parsePostgres(raw string, u *url.URL) (Spec, error) {
 			q.Del(k)
 		}
 	}
-	if v := opts["synchronous_commit"]; v != "" && !oneOf(v, "on", "off", "local", "remote_write", "remote_apply") {
-		return Spec{}, fmt.Errorf("%w: synchronous_commit=%q: want on, off, local, remote_write or remote_apply", ErrBadTarget, v)
-	}
-	if v := opts["private-instance.fsync"]; v != "" && !oneOf(v, "on", "off") {
-		return Spec{}, fmt.Errorf("%w: private-instance.fsync=%q: want on or off", ErrBadTarget, v)
+	if err := checkDurabilityKnobs(pgDurability, opts); err != nil {
+		return Spec{}, err
 	}
 	for _, k := range []string{"fifo", "transactional_ack"} {
 		if v := opts[k]; v != "" && v != "true" && v != "false" {

@@ -1,13 +1,13 @@
 package targets
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/durachk/durachk/adapters/pg/pgdb"
@@ -110,15 +110,32 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 }
 
 // privatePostgresArgs is the private server's command line: its data, port
-// and socket, and the settings of s that change durability.
+// and socket, and the settings of s that change durability (pgDurability:
+// the effective values ReadDurability put in s, else the knobs, else the
+// defaults).
 func privatePostgresArgs(s Spec, data string, port int) []string {
 	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", data,
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=" + cmp.Or(s.Options["private-instance.fsync"], "on"), "-c", "max_connections=40",
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=40",
 		"-c", "shared_buffers=16MB", "-c", "logging_collector=off"}
-	if v := s.Options["synchronous_commit"]; v != "" {
-		args = append(args, "-c", "synchronous_commit="+v)
+	for _, d := range pgDurability {
+		args = append(args, "-c", d.Name+"="+privateValue(pgDurability, s, d.Name))
 	}
 	return args
+}
+
+// privatePostgresVersion names the postgres a private server runs
+// ("postgres 15.19"), as its --version says ("postgres (PostgreSQL) 15.19 (Debian …)").
+func privatePostgresVersion() (string, error) {
+	server, err := pgBin("postgres")
+	if err != nil {
+		return "", err
+	}
+	return binaryVersion(server, func(out string) string {
+		if f := strings.Fields(out); len(f) >= 3 && f[1] == "(PostgreSQL)" {
+			return "postgres " + f[2]
+		}
+		return ""
+	})
 }
 
 func canStartPrivatePostgres() error {

@@ -15,10 +15,14 @@ func TestPrivatePostgresSettings(t *testing.T) {
 		want      []string // settings on the private server's command line
 		not       []string
 	}{
-		{name: "defaults", url: "postgres://postgres@127.0.0.1:5432/test", want: []string{"fsync=on"}, not: []string{"synchronous_commit=on", "synchronous_commit=off"}},
+		{name: "defaults", url: "postgres://postgres@127.0.0.1:5432/test",
+			want: []string{"fsync=on", "synchronous_commit=on", "wal_sync_method=fdatasync", "full_page_writes=on"}, not: []string{"synchronous_commit=off"}},
 		{name: "fsync off", url: "postgres://postgres@127.0.0.1:5432/test?private-instance.fsync=off", want: []string{"fsync=off"}},
-		{name: "asynchronous commit", url: "postgres://postgres@127.0.0.1:5432/test?synchronous_commit=off", want: []string{"fsync=on", "synchronous_commit=off"}},
+		{name: "asynchronous commit", url: "postgres://postgres@127.0.0.1:5432/test?synchronous_commit=off", want: []string{"fsync=on", "synchronous_commit=off"}, not: []string{"synchronous_commit=on"}},
+		{name: "torn pages unrepaired", url: "postgres://postgres@127.0.0.1:5432/test?private-instance.full_page_writes=off&private-instance.wal_sync_method=open_datasync",
+			want: []string{"full_page_writes=off", "wal_sync_method=open_datasync"}},
 		{name: "bad fsync", url: "postgres://postgres@127.0.0.1:5432/test?private-instance.fsync=maybe", wantErr: "private-instance.fsync"},
+		{name: "a sync method not on Linux", url: "postgres://postgres@127.0.0.1:5432/test?private-instance.wal_sync_method=fsync_writethrough", wantErr: "private-instance.wal_sync_method"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

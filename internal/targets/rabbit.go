@@ -65,8 +65,13 @@ func init() {
 		},
 		StartPrivate:    startPrivateRabbit,
 		CanStartPrivate: canStartPrivateRabbit,
-		Cleanup:         cleanupRabbit,
-		Cluster:         rabbitClusterKind,
+		// No Durability: what of a confirmed message survives is the queue's
+		// type and the message's persistence (knobs); the server-level settings
+		// that touch it (classic_queue.default_version, raft.wal_sync_method)
+		// are not readable over AMQP (docs/rabbit.md).
+		PrivateVersion: privateRabbitVersion,
+		Cleanup:        cleanupRabbit,
+		Cluster:        rabbitClusterKind,
 	})
 }
 

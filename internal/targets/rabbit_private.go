@@ -36,6 +36,25 @@ func epmdBin() (string, error) {
 	return "", fmt.Errorf("private rabbitmq: epmd not found (install erlang-base)")
 }
 
+// privateRabbitVersion names the RabbitMQ a private node runs ("rabbitmq
+// 3.10.8"), from its installation's directory (rabbitmq_server-3.10.8): the
+// start script has no --version that does not boot a node.
+func privateRabbitVersion() (string, error) {
+	server, err := rabbitServer()
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(server); err == nil {
+		server = real
+	}
+	for d := server; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if v, ok := strings.CutPrefix(filepath.Base(d), "rabbitmq_server-"); ok {
+			return "rabbitmq " + v, nil
+		}
+	}
+	return "", fmt.Errorf("private rabbitmq: no version in the path %s", server)
+}
+
 func canStartPrivateRabbit() error {
 	if _, err := rabbitServer(); err != nil {
 		return err

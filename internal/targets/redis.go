@@ -20,17 +20,42 @@ import (
 //	stream.approximate=true|false   trim with ~
 //	claim-min-idle=DURATION|MS      XAUTOCLAIM min-idle (default: the workers' lease)
 //	block=DURATION|MS               XREADGROUP BLOCK for an empty Lease (default 0: none)
-//	private-instance.appendonly=yes|no          \
-//	private-instance.appendfsync=always|everysec|no  > the private redis-server of durability.ack
-//	private-instance.save="3600 1 300 100"|""   /  (default: appendonly yes, everysec, save "")
+//	private-instance.appendonly=yes|no                 \  the private redis-server of
+//	private-instance.appendfsync=always|everysec|no     | durability.ack and durability.power-loss;
+//	private-instance.save="3600 1 300 100"|""           | each not given is the target server's
+//	private-instance.no-appendfsync-on-rewrite=yes|no  /  (CONFIG GET), else durachk's default:
+//	                                                      appendonly yes, everysec, save "", no
 //	name=NAME                       the target's name in reports
 //
 // dial_timeout, read_timeout, write_timeout and client_name go to go-redis.
 var redisKnobs = map[string]bool{
 	"stream.maxlen": true, "stream.minid": true, "stream.approximate": true,
-	"claim-min-idle": true, "block": true,
-	"private-instance.appendonly": true, "private-instance.appendfsync": true, "private-instance.save": true,
-	"name": true,
+	"claim-min-idle": true, "block": true, "name": true,
+}
+
+// redisDurability are the persistence settings that decide what of an
+// acknowledged XADD survives a kill or a power loss
+// (https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/):
+// the AOF and its fsync policy, RDB snapshots, and whether the AOF is fsynced
+// while a rewrite or snapshot runs in the background (no-appendfsync-on-rewrite
+// yes: not, up to 30 s of writes at risk). aof-use-rdb-preamble and the
+// rewrite thresholds change the files' form and size, not what survives.
+var redisDurability = []DurabilitySetting{
+	{Name: "appendonly", Default: "yes", Check: oneOfCheck("yes", "no")},
+	{Name: "appendfsync", Default: "everysec", Check: oneOfCheck("always", "everysec", "no")},
+	{Name: "save", Default: "", Check: func(v string) string {
+		if saveRE.MatchString(v) {
+			return ""
+		}
+		return `want pairs of seconds and changes such as "3600 1 300 100", or empty`
+	}},
+	{Name: "no-appendfsync-on-rewrite", Default: "no", Check: oneOfCheck("yes", "no")},
+}
+
+func init() {
+	for _, d := range redisDurability {
+		redisKnobs[d.knob()] = true
+	}
 }
 
 var (
@@ -52,8 +77,18 @@ func init() {
 		},
 		StartPrivate:    startPrivateRedis,
 		CanStartPrivate: canStartPrivateRedis,
-		Cleanup:         cleanupRedis,
-		Cluster:         redisClusterKind,
+		Durability:      redisDurability,
+		ServerSettings: func(ctx context.Context, s Spec) (ServerSettings, error) {
+			names := make([]string, len(redisDurability))
+			for i, d := range redisDurability {
+				names[i] = d.Name
+			}
+			values, unread, err := rq.PersistenceSettings(ctx, s.URL, names)
+			return ServerSettings{Values: values, Unread: unread}, err
+		},
+		PrivateVersion: privateRedisVersion,
+		Cleanup:        cleanupRedis,
+		Cluster:        redisClusterKind,
 	})
 }
 
@@ -96,14 +131,8 @@ func parseRedis(raw string, u *url.URL) (Spec, error) {
 			}
 		}
 	}
-	if v, ok := opts["private-instance.appendonly"]; ok && !oneOf(v, "yes", "no") {
-		return Spec{}, bad("private-instance.appendonly", "yes or no")
-	}
-	if v, ok := opts["private-instance.appendfsync"]; ok && !oneOf(v, "always", "everysec", "no") {
-		return Spec{}, bad("private-instance.appendfsync", "always, everysec or no")
-	}
-	if v, ok := opts["private-instance.save"]; ok && !saveRE.MatchString(v) {
-		return Spec{}, bad("private-instance.save", `pairs of seconds and changes such as "3600 1 300 100", or empty`)
+	if err := checkDurabilityKnobs(redisDurability, opts); err != nil {
+		return Spec{}, err
 	}
 	u.RawQuery = q.Encode()
 	if err := rq.CheckURL(u.String()); err != nil {
@@ -157,7 +186,8 @@ func redisOptions(s Spec) (rq.Options, error) {
 	if s.ControlKills() {
 		o.Notes = []string{"durability.ack kills and restarts this server with its control commands (its own persistence settings apply)"}
 	} else {
-		o.Notes = []string{fmt.Sprintf("durability.ack runs on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q (the private-instance.* knobs; default AOF everysec), never on this server", p.appendonly, p.appendfsync, p.save)}
+		o.Notes = []string{fmt.Sprintf("durability.ack and durability.power-loss run on a private redis-server started by durachk with appendonly=%s appendfsync=%s save=%q no-appendfsync-on-rewrite=%s (each the private-instance.* knob, else this server's own setting, else durachk's default: the target's durability settings say which), never on this server",
+			p.appendonly, p.appendfsync, p.save, p.noFsyncOnRewrite)}
 	}
 	if s.BreakOrder {
 		o.Notes = append(o.Notes, "break-order requested, but this target claims no FIFO: nothing to break")

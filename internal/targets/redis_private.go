@@ -14,23 +14,17 @@ import (
 )
 
 // redisProfile is the persistence of a private redis-server.
-type redisProfile struct{ appendonly, appendfsync, save string }
+type redisProfile struct{ appendonly, appendfsync, save, noFsyncOnRewrite string }
 
-// privateRedisProfile reads the private-instance.* knobs of s. Without them the
-// instance runs with the AOF on (appendonly yes, appendfsync everysec, Redis's
-// default fsync policy once the AOF is on) and no RDB snapshots. The negative
-// control (Spec.Volatile) is appendonly no and save "": memory only.
+// privateRedisProfile reads the private-instance.* settings of s (the
+// knobs, or the effective values ReadDurability put there). Without them the
+// instance runs with durachk's defaults (redisDurability): the AOF on
+// (appendonly yes, appendfsync everysec, Redis's default fsync policy once
+// the AOF is on), no RDB snapshots. The negative control (Spec.Volatile) is
+// appendonly no and save "": memory only.
 func privateRedisProfile(s Spec) redisProfile {
-	p := redisProfile{appendonly: "yes", appendfsync: "everysec", save: ""}
-	if v, ok := s.Options["private-instance.appendonly"]; ok {
-		p.appendonly = v
-	}
-	if v, ok := s.Options["private-instance.appendfsync"]; ok {
-		p.appendfsync = v
-	}
-	if v, ok := s.Options["private-instance.save"]; ok {
-		p.save = v
-	}
+	v := func(name string) string { return privateValue(redisDurability, s, name) }
+	p := redisProfile{appendonly: v("appendonly"), appendfsync: v("appendfsync"), save: v("save"), noFsyncOnRewrite: v("no-appendfsync-on-rewrite")}
 	if s.Volatile {
 		p.appendonly, p.save = "no", ""
 	}
@@ -71,6 +65,7 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 		"appendonly " + prof.appendonly,
 		"appendfsync " + prof.appendfsync,
 		"save " + quoteConf(prof.save),
+		"no-appendfsync-on-rewrite " + prof.noFsyncOnRewrite,
 		"maxmemory 64mb",
 		"io-threads 1",
 	}
@@ -104,6 +99,23 @@ func startPrivateRedis(ctx context.Context, s Spec, dir string) (Instance, Spec,
 
 // quoteConf quotes a redis.conf argument ("" for the empty string).
 func quoteConf(v string) string { return strconv.Quote(v) }
+
+// privateRedisVersion names the redis-server a private instance runs
+// ("redis 7.0.15"), as its --version says ("Redis server v=7.0.15 sha=…").
+func privateRedisVersion() (string, error) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", canStartPrivateRedis()
+	}
+	return binaryVersion(server, func(out string) string {
+		for _, f := range strings.Fields(out) {
+			if v, ok := strings.CutPrefix(f, "v="); ok {
+				return "redis " + v
+			}
+		}
+		return ""
+	})
+}
 
 func canStartPrivateRedis() error {
 	if _, err := exec.LookPath("redis-server"); err != nil {

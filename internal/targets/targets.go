@@ -92,6 +92,13 @@ type Kind struct {
 	StartPrivate func(ctx context.Context, s Spec, dir string) (Instance, Spec, error)
 	// CanStartPrivate says why StartPrivate cannot work on this machine, or nil.
 	CanStartPrivate func() error
+	// Durability are the settings of the private instance that decide what
+	// survives a kill or a power loss; ServerSettings reads the target
+	// server's values of them over its own connection, PrivateVersion names
+	// the broker a private instance runs ("redis 7.0.15"). See settings.go.
+	Durability     []DurabilitySetting
+	ServerSettings func(ctx context.Context, s Spec) (ServerSettings, error)
+	PrivateVersion func() (string, error)
 	// Cleanup removes the run namespaces on the target's broker of runs that
 	// are not live (durachk cleanup; see Cleanup in cleanup.go), and says what
 	// it removed, one thing per line.
