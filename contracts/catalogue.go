@@ -430,12 +430,17 @@ var Catalogue = []*Contract{
 		Labels:     []string{"fault:broker-kill"},
 		Needs:      brokerKill,
 		Scenario: func(seed uint64, n int) Scenario {
+			// The producer sends a job every 150 ms, past the kill at 3 s
+			// (earlier with fewer jobs, while it still sends): on real
+			// targets the kill comes a few milliseconds after an
+			// acknowledgement (brokerFaultAnchor), whatever the machine's
+			// load, and jobs taking 1 s keep most of them queued.
+			kill := min(3*time.Second, time.Duration(max(n-4, 1))*150*time.Millisecond)
 			sc := base("broker killed mid-run", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
+				j.At = time.Duration(i) * 150 * time.Millisecond
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = time.Second })
-			}), faults.Fault{Kind: faults.BrokerCrash, At: 3 * time.Second, For: 2 * time.Second})
+			}), faults.Fault{Kind: faults.BrokerCrash, At: kill, For: 2 * time.Second})
 			sc.Workers = 2
-			// On real targets the kill comes a few milliseconds after an
-			// acknowledgement, whatever the machine's load.
 			sc.Plan.KillAfterAck = brokerFaultAnchor
 			return sc
 		},
@@ -492,14 +497,16 @@ var Catalogue = []*Contract{
 		Needs:      needsPowerLoss,
 		Scenario: func(seed uint64, n int) Scenario {
 			// The producer keeps sending (a job every 300 ms) while the power fails
-			// at 6 s, and jobs taking 2 s keep most of them queued. On real
-			// targets the cut comes a few milliseconds after an
-			// acknowledgement (brokerFaultAnchor): the last writes are fresh,
-			// within any fsync policy's window, at any load.
+			// at 6 s (earlier with fewer jobs, while it still sends), and jobs
+			// taking 2 s keep most of them queued. On real targets the cut
+			// comes a few milliseconds after an acknowledgement
+			// (brokerFaultAnchor): the last writes are fresh, within any
+			// fsync policy's window, at any load.
+			cut := min(6*time.Second, time.Duration(max(n-4, 1))*300*time.Millisecond)
 			sc := base("power cut while the producer sends", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				j.At = time.Duration(i) * 300 * time.Millisecond
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = 2 * time.Second })
-			}), faults.Fault{Kind: faults.PowerLoss, At: 6 * time.Second, For: 2 * time.Second})
+			}), faults.Fault{Kind: faults.PowerLoss, At: cut, For: 2 * time.Second})
 			sc.Workers = 2
 			sc.Plan.KillAfterAck = brokerFaultAnchor
 			return sc
