@@ -250,7 +250,7 @@ func TestShrinkReplayCountsNotAtRisk(t *testing.T) {
 	if sh.Replay != want {
 		t.Errorf("replay %+v, want %+v", sh.Replay, want)
 	}
-	if !slices.Equal(sh.Plan.AtRisk, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}}) {
+	if !slices.Equal(sh.Plan.AtRisk, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}, {What: "acked_in_flush_window_at_power_loss", Min: 1}}) {
 		t.Errorf("at_risk %v", sh.Plan.AtRisk)
 	}
 	if s := sh.Replay.String(); s != "reproduces 7 of 10 on flaky 1.0 (scripted); 2 put too little at risk (unknown); 1 did not raise lost" {
