@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
@@ -50,6 +51,13 @@ type Checker struct {
 	// any); cut the nodes a node partition holds apart until their heal.
 	primary string
 	cut     map[string]bool
+	// cutAt: when each node cut off was cut; outlast: the timeout a
+	// partition must outlast, as the history notes it (OutlastNote).
+	cutAt   map[string]int64
+	outlast time.Duration
+	// flushWindow: the broker's flush window, as the history notes it before
+	// a power cut (FlushWindowNote); 0: none noted, or none tells.
+	flushWindow time.Duration
 	// primaryCut: the recorded primary (or, before any is recorded, any
 	// node) was partitioned and no failover has been recorded since: an ack
 	// now may reach only the deposed primary, which the promoted node never
@@ -294,8 +302,19 @@ func (c *Checker) observe(op *history.Op) {
 		c.faultOp(op, pos)
 		return
 	}
-	if op.F == history.Node && op.Value == "primary" {
-		c.primary = strings.Clone(op.Target)
+	if op.F == history.Node {
+		switch {
+		case op.Value == "primary":
+			c.primary = strings.Clone(op.Target)
+		case strings.HasPrefix(op.Value, flushWindowPrefix):
+			if d, ok := note(op.Value, flushWindowPrefix); ok {
+				c.flushWindow, c.st.FlushWindowMs = d, msUp(d)
+			}
+		case strings.HasPrefix(op.Value, outlastPrefix):
+			if d, ok := note(op.Value, outlastPrefix); ok {
+				c.outlast, c.st.PartitionMustOutlastMs = d, msUp(d)
+			}
+		}
 	}
 	if op.Type == history.OK && (op.F == history.Lease || op.F == history.Enqueue) {
 		// The broker answered: it is up again, whether or not its restart was
@@ -480,6 +499,15 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 		c.st.AtRisk += c.unfinished()
 		c.countQueued(op.T)
 		c.brokerDown = true
+		if acked := c.newestUnfinishedAck(); acked > 0 {
+			ms := max(msUp(time.Duration(op.T-acked)), 1)
+			if c.st.NewestAckBeforeBrokerFaultMs == 0 || ms < c.st.NewestAckBeforeBrokerFaultMs {
+				c.st.NewestAckBeforeBrokerFaultMs = ms
+			}
+		}
+	}
+	if op.Value == "power_loss" {
+		c.st.AckedInFlushWindow += c.unfinishedSince(op.T - int64(c.flushWindow))
 	}
 	if op.Value == "broker_restart" {
 		c.brokerDown = false
@@ -488,7 +516,7 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 		c.st.AtRiskAtPrimaryKill += c.unfinished()
 		c.st.LeasesAtPrimaryKill += c.held()
 		if acked := c.newestUnfinishedAck(); acked > 0 {
-			ms := max(int((op.T-acked+999_999)/1_000_000), 1) // nanoseconds to milliseconds, rounded up
+			ms := max(msUp(time.Duration(op.T-acked)), 1)
 			if c.st.NewestAckBeforePrimaryKillMs == 0 || ms < c.st.NewestAckBeforePrimaryKillMs {
 				c.st.NewestAckBeforePrimaryKillMs = ms
 			}
@@ -503,10 +531,23 @@ func (c *Checker) faultOp(op *history.Op, pos uint32) {
 		if c.primary == "" || op.Target == c.primary {
 			c.primaryCut = true
 		}
+		if c.cutAt == nil {
+			c.cutAt = map[string]int64{}
+		}
+		if _, ok := c.cutAt[op.Target]; !ok {
+			c.cutAt[strings.Clone(op.Target)] = op.T
+		}
 	case "node_heal":
 		delete(c.cut, op.Target)
+		c.healed(op.Target, op.T)
 	case "failover", "rejoin":
 		c.primaryCut = false
+		if op.Value == "rejoin" {
+			// The final heal ends every partition still in force.
+			for n := range c.cutAt {
+				c.healed(n, op.T)
+			}
+		}
 	}
 	if nodeFault {
 		c.degraded = op.Value != "rejoin"
@@ -596,6 +637,34 @@ func (c *Checker) countQueued(t int64) {
 			}
 			c.queuedAt[j.idx] = t
 		}
+	}
+}
+
+// unfinishedSince counts the jobs the broker acknowledged after t (every one
+// when no flush window is noted) that have no terminal outcome yet: what a
+// power cut at t+window puts at risk in the broker's own terms.
+func (c *Checker) unfinishedSince(t int64) int {
+	n := 0
+	for _, j := range c.jobList {
+		if j.accepted && j.terminal == nil {
+			if r := c.enqOK(j); c.flushWindow <= 0 || (r != nil && r.t > t) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// healed ends node's partition at t: one that lasted the timeout the history
+// says it must outlast counts.
+func (c *Checker) healed(node string, t int64) {
+	from, ok := c.cutAt[node]
+	if !ok {
+		return
+	}
+	delete(c.cutAt, node)
+	if c.outlast > 0 && time.Duration(t-from) >= c.outlast {
+		c.st.PartitionsOutlasting++
 	}
 }
 

@@ -2,7 +2,9 @@ package checker
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/durachk/durachk/history"
 )
@@ -132,5 +134,60 @@ func TestStatsQueuedAtBrokerFault(t *testing.T) {
 		if st.AtRisk != tt.risk || st.QueuedAtBrokerFault != tt.queued {
 			t.Errorf("%s: at risk %d, queued %d; want %d, %d", tt.name, st.AtRisk, st.QueuedAtBrokerFault, tt.risk, tt.queued)
 		}
+	}
+}
+
+// A power cut counts, in the broker's terms, the acknowledged and unfinished
+// jobs younger than the flush window the history notes before it (all of
+// them where it notes none, or nothing), and the age of the newest; a
+// partition counts the nodes cut off at least as long as the timeout the
+// history says it must outlast (until their heal, or the rejoin).
+func TestStatsInTheBrokersTerms(t *testing.T) {
+	everysec := FlushWindowNote(time.Second, "appendfsync everysec")
+	always := FlushWindowNote(0, "appendfsync always")
+	semisync := OutlastNote(10*time.Second, "rpl_semi_sync_master_timeout 10000 ms")
+	tests := []struct {
+		name string
+		h    *hist
+		want Stats
+	}{
+		{"acknowledged 1.5 s and 0.3 s before the cut of a broker that syncs every second",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(1200e6).enqueue("b", keyB, meta("acme", "doc-b", 3)).wait(300e6).
+				node(everysec, "").fault("power_loss", "redis"),
+			Stats{AckedInFlushWindow: 1, FlushWindowMs: 1000, NewestAckBeforeBrokerFaultMs: 301}},
+		{"every acknowledged job older than the window",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(1500e6).node(everysec, "").fault("power_loss", "redis"),
+			Stats{FlushWindowMs: 1000, NewestAckBeforeBrokerFaultMs: 1501}},
+		{"a broker that syncs before it acknowledges: every unfinished job counts",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(1500e6).node(always, "").fault("power_loss", "redis"),
+			Stats{AckedInFlushWindow: 1, NewestAckBeforeBrokerFaultMs: 1501}},
+		{"no window noted (an older history): every unfinished job counts",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(1500e6).fault("power_loss", "redis"),
+			Stats{AckedInFlushWindow: 1, NewestAckBeforeBrokerFaultMs: 1501}},
+		{"a broker kill counts the newest acknowledgement's age, not the window",
+			newHist().enqueue("a", keyA, meta("acme", "doc-a", 3)).wait(20e6).fault("broker_crash", "redis"),
+			Stats{NewestAckBeforeBrokerFaultMs: 21}},
+		{"a partition outlasting the timeout",
+			newHist().fault("node_partition", "n1").node(semisync, "").wait(11e9).fault("node_heal", "n1"),
+			Stats{PartitionMustOutlastMs: 10000, PartitionsOutlasting: 1}},
+		{"a partition healed before the timeout",
+			newHist().fault("node_partition", "n1").node(semisync, "").wait(9e9).fault("node_heal", "n1"),
+			Stats{PartitionMustOutlastMs: 10000}},
+		{"a partition until the rejoin",
+			newHist().fault("node_partition", "n1").node(semisync, "").wait(11e9).fault("rejoin", ""),
+			Stats{PartitionMustOutlastMs: 10000, PartitionsOutlasting: 1}},
+		{"a partition without a timeout to outlast",
+			newHist().fault("node_partition", "n1").wait(11e9).fault("node_heal", "n1"),
+			Stats{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Check(tt.h.ops, Final{}, Options{}).Stats
+			got := Stats{AckedInFlushWindow: st.AckedInFlushWindow, FlushWindowMs: st.FlushWindowMs, NewestAckBeforeBrokerFaultMs: st.NewestAckBeforeBrokerFaultMs,
+				PartitionMustOutlastMs: st.PartitionMustOutlastMs, PartitionsOutlasting: st.PartitionsOutlasting}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("stats %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -151,6 +151,21 @@ type Stats struct {
 	// less the ones a lease asked for before the fault and answered after it
 	// took (the broker may have handed them out before it went down).
 	QueuedAtBrokerFault int `json:"queued_at_broker_fault,omitempty"`
+	// NewestAckBeforeBrokerFaultMs is how long before a broker kill or power
+	// cut the broker acknowledged the newest enqueue of a job still
+	// unfinished then, in milliseconds rounded up (at least 1; the least over
+	// such faults; 0: none found one).
+	NewestAckBeforeBrokerFaultMs int `json:"newest_ack_before_broker_fault_ms,omitempty"`
+	// AckedInFlushWindow counts, at each power cut, the jobs the broker had
+	// acknowledged and that were unfinished, acknowledged less than the
+	// broker's flush window before the cut (the controller's note of it:
+	// FlushWindowNote): the writes its configuration may not have synced
+	// yet. Without a window (a broker that syncs every write before it
+	// acknowledges it, or never syncs, or a history that names none) it
+	// counts them all, as AtRisk does. FlushWindowMs is the window the
+	// history names, in milliseconds rounded up (0: none).
+	AckedInFlushWindow int `json:"acked_in_flush_window_at_power_loss,omitempty"`
+	FlushWindowMs      int `json:"flush_window_ms,omitempty"`
 	// What a replicated target's node faults put at risk, each counted when
 	// the fault happens (a run that counts none of its contract's did not
 	// exercise the claim: see each contract's Exercised).
@@ -178,6 +193,13 @@ type Stats struct {
 	// the writes a client on the cut-off side had at risk.
 	EnqueuesInPartition int `json:"enqueues_in_partition,omitempty"`
 	AckedInPartition    int `json:"acked_in_partition,omitempty"`
+	// PartitionMustOutlastMs is the topology's timeout the history says a
+	// partition must outlast (the controller's note: OutlastNote), in
+	// milliseconds rounded up (0: none), and PartitionsOutlasting counts the
+	// nodes cut off at least that long (from node_partition to node_heal,
+	// or to the rejoin).
+	PartitionMustOutlastMs int `json:"partition_must_outlast_ms,omitempty"`
+	PartitionsOutlasting   int `json:"partitions_outlasting,omitempty"`
 	// SpentAttempts counts executions that spend a job's budget (the job's own
 	// failures: a job error in extract, or a poison crash).
 	SpentAttempts int `json:"spent_attempts"`

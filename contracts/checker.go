@@ -47,6 +47,13 @@ const (
 	PropCircuitOnHealthy  = checker.CircuitOnHealthy
 )
 
+// The controller's notes of what a fault is measured against
+// (checker.FlushWindowNote, checker.OutlastNote).
+var (
+	FlushWindowNote = checker.FlushWindowNote
+	OutlastNote     = checker.OutlastNote
+)
+
 // Check reads ops (ordered by time; for one process, by sequence) and the final
 // state, and returns every violation, the stats, and the reasons the outcome is
 // not decidable (jobs still queued at the end). It never returns success for an

@@ -245,9 +245,17 @@ func failedOver(fault string) func(Stats) string {
 
 // partitioned is the Exercised of the partition contracts: a node was cut
 // away and the producer pinned to it tried to enqueue while it was.
+// Where the history says a partition must outlast a timeout of the
+// topology (checker.OutlastNote: a semi-synchronous primary's fallback, a
+// node noticing its peers gone), a node must have been cut off that long.
 func partitioned(s Stats) string {
-	return firstOf(atLeast("partitions", s.Faults["node_partition"], 1),
+	why := firstOf(atLeast("partitions", s.Faults["node_partition"], 1),
 		atLeast("enqueues attempted during the partition", s.EnqueuesInPartition, 1))
+	if why == "" && s.PartitionMustOutlastMs > 0 {
+		timeout := time.Duration(s.PartitionMustOutlastMs) * time.Millisecond
+		why = atLeast(fmt.Sprintf("partitions that outlasted the topology's timeout (%s)", timeout), s.PartitionsOutlasting, 1)
+	}
+	return why
 }
 
 // withClusterContext adds to each witness of a lost job on a replicated target

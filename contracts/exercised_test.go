@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durachk/durachk/adapters"
 	"github.com/durachk/durachk/history"
@@ -147,6 +148,15 @@ var vacuous = []vacuousCase{
 	{"durability.power-loss", func() *handRun {
 		return twoDone().fault("power_loss", "redis", "", "").fault("broker_restart", "redis", "", "")
 	}, nil, "jobs acknowledged and unfinished when the power failed 0"},
+	{"durability.power-loss", func() *handRun {
+		// A job acknowledged and unfinished, but 1.5 s before the cut of a
+		// broker that syncs once a second: it was on the disk.
+		return newHandRun().enqueue("j1").wait(1500).node(FlushWindowNote(time.Second, "appendfsync everysec: the log is synced once a second"), "").
+			fault("power_loss", "redis", "", "").fault("broker_restart", "redis", "", "").finish("w1", "j1")
+	}, func() *handRun {
+		return newHandRun().enqueue("j1").wait(300).node(FlushWindowNote(time.Second, "appendfsync everysec: the log is synced once a second"), "").
+			fault("power_loss", "redis", "", "").fault("broker_restart", "redis", "", "").finish("w1", "j1")
+	}, "acknowledged enqueues younger than the flush interval (1s) at the power cut 0, need 1"},
 	{"durability.failover", func() *handRun {
 		// The primary killed after every acknowledged job had finished.
 		return newHandRun().node("started in 1s: test cluster", "").node("primary", "n1").enqueue("j1").finish("w1", "j1").
@@ -190,6 +200,20 @@ var vacuous = []vacuousCase{
 			fault("node_partition", "n1", "", "").tryEnqueue("j1", history.Info).fault("node_heal", "n1", "", "").
 			enqueue("j1").finish("w1", "j1").node("settled in 1s", "n2")
 	}, "enqueues attempted during the partition 0"},
+	{"partition.minority", func() *handRun {
+		// The cut-off primary's commit waits for a replica for 10 s (a
+		// semi-synchronous timeout); the partition healed after 5 s, before
+		// the primary gave up waiting.
+		return newHandRun().node("producer pinned", "n1").node("started in 1s: test cluster", "").node("primary", "n1").
+			fault("node_partition", "n1", "", "").node(OutlastNote(10*time.Second, "rpl_semi_sync_master_timeout 10000 ms"), "").
+			tryEnqueue("j1", history.Info).wait(5000).fault("node_heal", "n1", "", "").
+			enqueue("j1").finish("w1", "j1").node("settled in 1s", "n2")
+	}, func() *handRun {
+		return newHandRun().node("producer pinned", "n1").node("started in 1s: test cluster", "").node("primary", "n1").
+			fault("node_partition", "n1", "", "").node(OutlastNote(10*time.Second, "rpl_semi_sync_master_timeout 10000 ms"), "").
+			tryEnqueue("j1", history.Info).wait(12000).fault("node_heal", "n1", "", "").
+			enqueue("j1").finish("w1", "j1").node("settled in 1s", "n2")
+	}, "partitions that outlasted the topology's timeout (10s) 0, need 1"},
 	{"partition.client", func() *handRun {
 		return newHandRun().node("producer pinned", "n2").node("started in 1s: test cluster", "").node("primary", "n1").
 			fault("node_partition", "n2", "", "").fault("node_heal", "n2", "", "").enqueue("j1").finish("w1", "j1").node("settled in 1s", "n1")

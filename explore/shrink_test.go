@@ -258,7 +258,7 @@ func TestShrinkReplayCountsNotAtRisk(t *testing.T) {
 	if sh.Replay != want {
 		t.Errorf("replay %+v, want %+v", sh.Replay, want)
 	}
-	if !slices.Equal(sh.Plan.AtRisk, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}}) {
+	if !slices.Equal(sh.Plan.AtRisk, []plans.Risk{{What: "acked_unfinished_at_broker_fault", Min: 1}, {What: "acked_in_flush_window_at_power_loss", Min: 1}}) {
 		t.Errorf("at_risk %v", sh.Plan.AtRisk)
 	}
 	if s := sh.Replay.String(); s != "reproduces 7 of 8 on flaky 1.0 (scripted) (the replays that put at risk what at_risk needs; 2 of 10 put too little at risk: unknown, set aside); 1 did not raise lost" {

@@ -115,11 +115,38 @@ type Plan struct {
 	// before it: with replication lagging by more, that delivery (its lease
 	// and token) is on no replica yet when the primary dies.
 	KillAfterLease time.Duration `json:"kill_after_lease,omitempty"`
-	// KillAfterAck, if set, holds the primary's kill until the broker
-	// acknowledged an enqueue no longer than this before it: with
-	// replication lagging by more, that write is still in the lagging link,
-	// so an asynchronous replica does not have it when the primary dies.
+	// KillAfterAck, if set, anchors the faults that threaten what the
+	// broker acknowledged to an acknowledgement: the primary's kill, a
+	// broker kill (BrokerCrash) and a power cut (PowerLoss) wait, from their
+	// time, for an enqueue the broker acknowledged, and fire AnchorDelay
+	// after it, provided the newest acknowledgement is still younger than
+	// KillAfterAck then. With replication lagging by more, that write is
+	// still in the lagging link; on a broker that syncs its log every second,
+	// it is not on the disk yet. A scenario time does not stretch the
+	// broker's own timers: an anchor keeps the fault where it threatens the
+	// write whatever the machine's load.
 	KillAfterAck time.Duration `json:"kill_after_ack,omitempty"`
+}
+
+// AnchorDelay is how long after the acknowledgement it is anchored to
+// (Plan.KillAfterAck, within) the i-th fault of a plan fires: drawn from
+// the run's seed, in whole milliseconds from 1 ms to half of within, so that
+// seeds try the cut at different distances from the write while the
+// acknowledgement stays young.
+func AnchorDelay(seed uint64, i int, within time.Duration) time.Duration {
+	ms := max(int64(within/2/time.Millisecond), 1)
+	r := rand.New(rand.NewPCG(seed, 0xac0+uint64(i)))
+	return time.Duration(1+r.Int64N(ms)) * time.Millisecond
+}
+
+// AnchoredToAck reports whether fault f of plan p fires relative to an
+// acknowledgement (Plan.KillAfterAck): the primary's kill, a broker kill or
+// a power cut, in a plan that sets it.
+func (p Plan) AnchoredToAck(f Fault) bool {
+	if p.KillAfterAck <= 0 {
+		return false
+	}
+	return f.Kind == BrokerCrash || f.Kind == PowerLoss || (f.Kind == NodeKill && f.Node == SelPrimary)
 }
 
 // Points tracks crash and pause points: which arrival fires which fault. Safe for

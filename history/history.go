@@ -48,7 +48,10 @@ const (
 	EventDead  F = "event_dead" // the relay parked a rejected outbox event for good
 	// Node is what a node of a replicated target was (value "primary", "up",
 	// "down", "started ..."; Target names the node): the controller's
-	// observations, for the report's node lanes. Not a fault.
+	// observations, for the report's node lanes; and, without a Target, its
+	// notes on how it timed its faults and what it measured them against
+	// ("... held back ...", "flush window ...", "partition must outlast
+	// ...": checker.FlushWindowNote, checker.OutlastNote). Not a fault.
 	Node F = "node"
 	// Settle: the worker recorded in the effect store how its delivery ended
 	// without a terminal outcome: value "spent" (the job's own failure spent an

@@ -46,6 +46,13 @@ var Measures = []Measure{
 		Text:  "jobs the broker had acknowledged, unfinished and held by no live worker (only the broker had them), when it was killed or lost power",
 		Count: func(s contracts.Stats) int { return s.QueuedAtBrokerFault },
 		For:   []contracts.Property{contracts.PropLost}},
+	// In the broker's terms: of those at a power cut, the ones its
+	// configuration may not have synced yet (younger than its flush
+	// interval, as the run's history notes it).
+	{Name: "acked_in_flush_window_at_power_loss",
+		Text:  "jobs the broker had acknowledged and that were unfinished at a power cut, acknowledged less than its configuration's flush interval before it",
+		Count: func(s contracts.Stats) int { return s.AckedInFlushWindow },
+		For:   []contracts.Property{contracts.PropLost}},
 	{Name: "lease_renewals_tried",
 		Text:  "lease renewals a live holder asked for (a job held long enough that the broker could hand it to another worker)",
 		Count: func(s contracts.Stats) int { return s.RenewalsTried },

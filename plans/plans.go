@@ -95,8 +95,10 @@ type Plan struct {
 	// KillAfterLease holds the primary's kill until a job was handed out no
 	// longer than this before it (faults.Plan.KillAfterLease).
 	KillAfterLease Duration `yaml:"kill_after_lease,omitempty" json:"kill_after_lease,omitempty"`
-	// KillAfterAck holds the primary's kill until an enqueue was acknowledged
-	// no longer than this before it (faults.Plan.KillAfterAck).
+	// KillAfterAck anchors the primary's kill, a broker kill and a power cut
+	// to an acknowledgement: each fires a seeded few milliseconds after an
+	// enqueue the broker acknowledged, while the newest is younger than this
+	// (faults.Plan.KillAfterAck).
 	KillAfterAck Duration `yaml:"kill_after_ack,omitempty" json:"kill_after_ack,omitempty"`
 	// AtRisk is what the plan's claim needs at risk in a run (measures of
 	// the registry, atrisk.go): a run that put less at risk is unknown.

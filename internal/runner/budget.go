@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,11 @@ func (t *Target) Budget(sc contracts.Scenario) (time.Duration, string) {
 	case needsBrokerKill(sc.Plan):
 		total += 2 * brokerAllowance
 		parts = append(parts, fmt.Sprintf("broker start and restart %s", 2*brokerAllowance))
+		if slices.ContainsFunc(sc.Plan.Faults, sc.Plan.AnchoredToAck) {
+			// The kill waits for an acknowledgement to anchor to (riskWait).
+			total += riskWait
+			parts = append(parts, fmt.Sprintf("fault trigger %s", riskWait))
+		}
 	}
 	parts = append(parts, fmt.Sprintf("setup %s", setupAllowance), fmt.Sprintf("final reads %s", finishAllowance))
 	return total, strings.Join(parts, " + ")

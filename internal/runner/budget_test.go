@@ -183,7 +183,8 @@ func TestBudgetAllowances(t *testing.T) {
 		parts string
 	}{
 		{"a contract without broker faults", parse("redis://127.0.0.1:6379/0"), lookup("outbox.atomic"), 30*time.Second + plain, "limit 30s"},
-		{"a broker kill: its start and restart", parse("redis://127.0.0.1:6379/0"), lookup("durability.ack"), 30*time.Second + plain + 2*brokerAllowance, "broker start and restart"},
+		{"a broker kill: its start and restart, and its wait for an acknowledgement", parse("redis://127.0.0.1:6379/0"), lookup("durability.ack"),
+			30*time.Second + plain + 2*brokerAllowance + riskWait, "broker start and restart 1m30s + fault trigger 4s"},
 		{"a private cluster: its start, the fault trigger, the settle", parse("amqp://guest:guest@127.0.0.1:5672/?private-cluster.nodes=3&private-cluster.cluster_partition_handling=autoheal"),
 			lookup("partition.minority"), time.Minute + plain + clusterAllowance + riskWait + settleTimeout, "settle 40s"},
 	}

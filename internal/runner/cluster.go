@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/durachk/durachk/adapters"
+	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
 	"github.com/durachk/durachk/internal/targets"
@@ -21,11 +22,6 @@ import (
 // settleTimeout bounds the wait for a replicated target to settle after its
 // last fault: a primary known, every node back and following it.
 const settleTimeout = 40 * time.Second
-
-// riskWait bounds how long the controller holds back node faults, in all,
-// for what they put at risk (atRisk): a fault that finds nothing at risk by
-// then fires anyway, and its run is not exercised.
-const riskWait = 4 * time.Second
 
 // clusterRun is the replicated topology of one run and the controller of its
 // node faults: it applies them at their times, heals everything after the
@@ -41,17 +37,10 @@ type clusterRun struct {
 	// of the plan's node faults: from the first one until a while after the
 	// cluster settled.
 	planned time.Time
-
-	// What the supervisor last read in the children's histories (publishRisk):
-	// whether the producer has tried an enqueue, how many acknowledged jobs
-	// have no outcome yet, and how many leased ones. shift is how long the controller held its
-	// faults back for them (every later node event moves with it).
-	produced   atomic.Bool
-	unfinished atomic.Int64
-	leased     atomic.Int64
-	handedOut  atomic.Int64 // historyTail.handedOut
-	acked      atomic.Int64 // historyTail.acked
-	shift      atomic.Int64
+	// outlasted is how much later than planned the controller healed its
+	// partitions, to outlast the topology's timeouts (outlast): the run's
+	// end moves with it.
+	outlasted atomic.Int64
 
 	mu        sync.Mutex
 	done      bool   // the last fault, the heal and the settle are over
@@ -204,90 +193,13 @@ func (r *run) clusterPlanned() time.Time {
 	return r.cl.planned
 }
 
-// publishRisk hands the controller what the history tail knows of the jobs
-// at risk (called by supervise, which owns the tail).
-func (r *run) publishRisk() {
-	if r.cl == nil {
-		return
-	}
-	r.cl.produced.Store(r.tail.produced)
-	r.cl.unfinished.Store(int64(r.tail.unfinished))
-	r.cl.leased.Store(int64(r.tail.leased))
-	r.cl.handedOut.Store(r.tail.handedOut)
-	r.cl.acked.Store(r.tail.acked)
-}
-
-// clusterShift is how long the controller held its node faults back.
-func (r *run) clusterShift() time.Duration {
+// clusterOutlasted is how much later than planned the controller healed its
+// partitions (outlast).
+func (r *run) clusterOutlasted() time.Duration {
 	if r.cl == nil {
 		return 0
 	}
-	return time.Duration(r.cl.shift.Load())
-}
-
-// atRisk says what node fault f waits for before it fires, and whether it is
-// there: the primary's kill, for an acknowledged job without an outcome (what
-// a failover to a lagging replica may lose) and a leased one (whose lease and
-// token it may hand out again: where a lease waits for a synchronous standby,
-// a job is acknowledged well before a worker holds it); a partition of a plan
-// that pins the producer, for the producer's first enqueue (a producer that
-// connects only after the cut, or not before the heal, puts nothing at
-// risk). With Plan.KillAfterLease the primary's kill waits, besides, for a
-// job handed out no longer than that before: a delivery, its lease and its
-// token, that the lagging replicas do not have yet (a kill a second after
-// the last delivery finds every token replicated, and the failover hands out
-// none again). With Plan.KillAfterAck it waits, besides, for an enqueue
-// acknowledged no longer than that before: under a replication lag of at
-// least that, its write is still in the lagging link, so an asynchronous
-// replica is certain not to have it (a kill that finds every acknowledged
-// write older than the lag loses nothing, whatever the replication). Other
-// faults wait for nothing.
-func (c *clusterRun) atRisk(f faults.Fault) (what string, ok bool) {
-	switch {
-	case f.Kind == faults.NodeKill && f.Node == faults.SelPrimary:
-		what, ok = "an acknowledged job without an outcome and a lease held", c.unfinished.Load() > 0 && c.leased.Load() > 0
-		if fresh := c.r.sc.Plan.KillAfterLease; fresh > 0 {
-			what += fmt.Sprintf(", a job handed out less than %s before", fresh)
-			ok = ok && time.Since(time.Unix(0, c.handedOut.Load())) < fresh
-		}
-		if fresh := c.r.sc.Plan.KillAfterAck; fresh > 0 {
-			what += fmt.Sprintf(", an enqueue acknowledged less than %s before", fresh)
-			ok = ok && time.Since(time.Unix(0, c.acked.Load())) < fresh
-		}
-		return what, ok
-	case f.Kind == faults.NodePartition && c.r.sc.Plan.PinProducer != "":
-		return "the pinned producer's first enqueue", c.produced.Load()
-	}
-	return "", true
-}
-
-// holdFor waits, from the fault's planned time, until what f puts at risk is
-// there (atRisk) or the controller has held its faults back riskWait in all;
-// it records how long in shift.
-func (c *clusterRun) holdFor(ctx context.Context, f faults.Fault) {
-	what, ok := c.atRisk(f)
-	if ok {
-		return
-	}
-	begin, before := time.Now(), time.Duration(c.shift.Load())
-	tick := time.NewTicker(20 * time.Millisecond) // the supervisor reads the histories as often
-	defer tick.Stop()
-	for !ok && before+time.Since(begin) < riskWait {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		c.shift.Store(int64(before + time.Since(begin)))
-		_, ok = c.atRisk(f)
-	}
-	waited := time.Since(begin).Round(10 * time.Millisecond)
-	msg := fmt.Sprintf("%s held back %s for %s", f.Kind, waited, what)
-	if !ok {
-		msg += ", which did not come: it fires anyway"
-	}
-	c.record(history.Node, msg, "")
-	c.r.logf("%s", msg)
+	return time.Duration(r.cl.outlasted.Load())
 }
 
 func (c *clusterRun) plan(until time.Time) {
@@ -406,6 +318,7 @@ type nodeEvent struct {
 	f     faults.Fault
 	nodes []string // resolved: restarts and heals of earlier faults
 	kind  string   // "fault", "restart", "heal", "lag", "unlag"
+	i     int      // a fault's index in the plan
 }
 
 // lagEvents are the lag and its end of each latency on the replication
@@ -427,6 +340,43 @@ func lagEvents(cl targets.Cluster, plan faults.Plan) []nodeEvent {
 	return out
 }
 
+// maxOutlast bounds how long a partition is held to outlast a timeout of the
+// topology (a semi-synchronous timeout set to an hour is not crossed: the
+// history says so).
+const maxOutlast = 30 * time.Second
+
+// outlastMargin is how long past the topology's timeout a partition lasts, at
+// DefaultScale, for the clients on the cut-off side to act on what the
+// timeout changed (a producer's next enqueue acknowledged without a replica);
+// it stretches with the run's clock, as the clients do.
+const outlastMargin = 2 * time.Second
+
+// outlast is called as a partition is cut: the earliest its heal may come
+// (from the run's start, before the plan's shift) to outlast the topology's
+// timeout by outlastMargin (targets.PartitionTimer), and whether there is
+// one to outlast. It says in the history which timeout the partition must
+// outlast (the checker counts the partitions that did: a partition contract
+// run whose partition did not is not exercised), or why it does not.
+func (c *clusterRun) outlast() (time.Duration, bool) {
+	pt, ok := c.cl.(targets.PartitionTimer)
+	if !ok {
+		return 0, false
+	}
+	need, why := pt.PartitionTimeout()
+	if need <= 0 {
+		return 0, false
+	}
+	if need > maxOutlast {
+		msg := fmt.Sprintf("the partition does not outlast %s: %s is longer than a run holds a partition (%s)", need, why, maxOutlast)
+		c.record(history.Node, msg, "")
+		c.r.logf("%s", msg)
+		return 0, false
+	}
+	c.record(history.Node, contracts.OutlastNote(need, why), "")
+	margin := time.Duration(float64(outlastMargin) * c.r.t.Scale / DefaultScale)
+	return time.Since(c.r.start) - c.r.shift() + need + margin, true
+}
+
 // control applies the plan's node faults at their times, then heals, restarts
 // what is down, and waits for the cluster to settle.
 func (c *clusterRun) control(ctx context.Context) {
@@ -434,10 +384,10 @@ func (c *clusterRun) control(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.rc.Seed, 0x90de))
 	var events []nodeEvent
 	var last time.Duration
-	for _, f := range r.sc.Plan.Faults {
+	for i, f := range r.sc.Plan.Faults {
 		last = max(last, f.At+f.For)
 		if faults.IsNodeFault(f.Kind) || f.Kind == faults.BrokerCrash {
-			events = append(events, nodeEvent{at: f.At, f: f, kind: "fault"})
+			events = append(events, nodeEvent{at: f.At, f: f, kind: "fault", i: i})
 		}
 	}
 	events = append(events, lagEvents(c.cl, r.sc.Plan)...)
@@ -468,10 +418,10 @@ func (c *clusterRun) control(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Until(r.start.Add(ev.at + r.clusterShift()))):
+		case <-time.After(time.Until(r.start.Add(ev.at + r.shift()))):
 		}
 		if ev.kind == "fault" {
-			c.holdFor(ctx, ev.f)
+			r.holdFor(ctx, r.newHold(ev.i, ev.f))
 		}
 		// From the first node fault until the cluster settles, the broker may
 		// not answer the controller: that is the plan, not an outage.
@@ -566,8 +516,17 @@ func (c *clusterRun) control(ctx context.Context) {
 				return
 			}
 			r.logf("partitioned %v from the other nodes", nodes)
+			heal := f.At + f.For
+			if earliest, ok := c.outlast(); ok {
+				// Past its planned end, the partition lasts until the
+				// topology's timeout is over; the final heal and the run's
+				// end move with it.
+				c.outlasted.Store(max(c.outlasted.Load(), int64(earliest-heal)))
+				heal = max(heal, earliest)
+				last = max(last, heal)
+			}
 			if f.For > 0 {
-				events = append(events, nodeEvent{at: f.At + f.For, nodes: nodes, kind: "heal"})
+				events = append(events, nodeEvent{at: heal, nodes: nodes, kind: "heal"})
 			}
 		}
 	}
@@ -576,7 +535,7 @@ func (c *clusterRun) control(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Until(r.start.Add(last + r.clusterShift()))):
+	case <-time.After(time.Until(r.start.Add(last + r.shift()))):
 	}
 	_ = c.cl.Heal()
 	if lg, ok := c.cl.(targets.Lagger); ok {

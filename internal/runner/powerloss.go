@@ -154,6 +154,9 @@ func (r *run) cutPower(f faults.Fault) {
 	if r.inst == nil || r.lazy == nil {
 		return
 	}
+	// What the cut is measured against: the configuration's flush interval.
+	window, why := r.flushWindow()
+	r.ctl.Record(history.Op{Type: history.Info, F: history.Node, Value: contracts.FlushWindowNote(window, why)})
 	r.ctl.Record(history.Op{Type: history.Info, F: history.Fault, Value: string(faults.PowerLoss), Target: r.spec.Kind})
 	r.planned = time.Now().Add(f.For + plannedGrace + time.Hour) // a planned outage, until the restart says
 	if err := r.inst.Kill(); err != nil {
@@ -164,4 +167,18 @@ func (r *run) cutPower(f faults.Fault) {
 	loss, r.lazy.err = r.lazy.fs.PowerLoss()
 	r.logf("power loss of the private %s instance (%s to drop what it never fsynced): %s", r.spec.Kind, time.Since(began).Round(time.Millisecond), loss)
 	r.restart = time.Now().Add(f.For)
+}
+
+// flushWindow is how long the private instance may keep an acknowledged write
+// unsynced (targets.FlushWindow), and why; on a disk that ignores fsync (the
+// negative control) nothing is synced.
+func (r *run) flushWindow() (time.Duration, string) {
+	if r.rc.Sabotage != nil && r.rc.Sabotage.FsyncIgnored {
+		return 0, "the disk ignores fsync (sabotage fsync-ignored): nothing written since the checkpoint is durable"
+	}
+	window, why := targets.FlushWindow(r.spec)
+	if why == "" {
+		why = "no flush interval known for " + r.spec.Kind
+	}
+	return window, why
 }

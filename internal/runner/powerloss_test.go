@@ -13,6 +13,7 @@ import (
 	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
+	"github.com/durachk/durachk/plans"
 )
 
 // powerLossTarget is a target whose private broker can lose power here, or a
@@ -146,4 +147,87 @@ func TestPowerLossRunCancelled(t *testing.T) {
 	if left := append(leftovers(t, runID, dir), mountsOf(dir)...); len(left) > 0 {
 		t.Errorf("left behind after cancel: %v", left)
 	}
+}
+
+// A broker kill or a power cut anchored to an acknowledgement (the plan's
+// kill_after_ack) waits for one from its planned time: planned at 0, before
+// the producer's first send, each fires a few milliseconds after the first
+// acknowledgement, the history says so, and the acknowledged jobs are lost
+// (a broker without a log loses them to a kill, one that never syncs to a
+// power cut). Before, each fired at 0, with nothing acknowledged: unknown on
+// every seed.
+func TestBrokerFaultsFireAfterAnAcknowledgement(t *testing.T) {
+	t.Parallel() // brokers of its own, on ports of their own
+	for _, tt := range []struct {
+		name, url, contract, fault string
+	}{
+		{"power cut, appendfsync no", "redis://127.0.0.1:6379/0?private-instance.appendfsync=no", "durability.power-loss", "power_loss"},
+		{"broker kill, appendonly no", "redis://127.0.0.1:6379/0?private-instance.appendonly=no", "durability.ack", "broker_crash"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := powerLossTarget(t, tt.url)
+			p, err := plans.Parse([]byte(`format: durachk.plan/v1
+contract: `+tt.contract+`
+seed: 1
+workers: 1
+kill_after_ack: 100ms
+jobs:
+  - id: j
+    count: 6
+    every: 300ms
+    at: 2s
+    slow: 2s
+faults:
+  - kind: `+tt.fault+`
+    for: 2s
+`), "anchored.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := p.AsContract("plan/anchored")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runID, dir string
+			tg.OnRun = func(id, d string) { runID, dir = id, d }
+			rec := &recordedTarget{Target: tg}
+			r := runnertest.SeekViolation(t, tt.name, contracts.PropLost, func(seed uint64) contracts.Result {
+				r, err := contracts.Evaluate(context.Background(), rec, c, contracts.Options{Seed: seed, Tries: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s, seed %d: %s (%s); the newest acknowledgement %d ms before the fault", tt.name, r.Seed, r.Verdict, r.Reason, r.Stats.NewestAckBeforeBrokerFaultMs)
+				if left := append(leftovers(t, runID, dir), mountsOf(dir)...); len(left) > 0 {
+					t.Errorf("left behind: %v", left)
+				}
+				return r
+			})
+			if ms := r.Stats.NewestAckBeforeBrokerFaultMs; ms < 1 || ms > 100 {
+				t.Errorf("the newest acknowledgement %d ms before the fault, want 1 to 100", ms)
+			}
+			// The history says what the fault waited for, and how long
+			// after the newest acknowledgement it fired.
+			var note string
+			for _, op := range rec.ops {
+				if op.F == history.Node && strings.HasPrefix(op.Value, tt.fault+" held back ") {
+					note = op.Value
+				}
+			}
+			if !strings.Contains(note, "after an enqueue acknowledged less than 100ms before: it fires ") {
+				t.Errorf("the history's note of the wait: %q", note)
+			}
+		})
+	}
+}
+
+// recordedTarget keeps the history of the last run it executed.
+type recordedTarget struct {
+	*Target
+	ops []history.Op
+}
+
+func (r *recordedTarget) Execute(ctx context.Context, run contracts.Run) (contracts.Execution, error) {
+	ex, err := r.Target.Execute(ctx, run)
+	r.ops = ex.Ops
+	return ex, err
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/pipeline"
 )
 
-// riskController is a cluster controller without a cluster: what atRisk and
-// holdFor read and record.
-func riskController(t *testing.T, pin string) (*clusterRun, string) {
+// riskController is a controller without children: what atRisk and holdFor
+// read and record.
+func riskController(t *testing.T, pin string) (*run, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "controller.jsonl")
 	w, err := history.Create(path)
@@ -25,9 +26,13 @@ func riskController(t *testing.T, pin string) (*clusterRun, string) {
 	t.Cleanup(func() { w.Close() })
 	r := &run{t: &Target{}, sc: contracts.Scenario{Plan: faults.Plan{PinProducer: pin}},
 		ctl: &pipeline.Env{Process: "controller", Rec: w, Now: time.Now}}
-	c := &clusterRun{r: r}
-	r.cl = c
-	return c, path
+	return r, path
+}
+
+// atRiskNow is atRisk of a fresh hold of f, now.
+func atRiskNow(r *run, f faults.Fault) (string, bool) {
+	what, ok, _ := r.atRisk(r.newHold(0, f), time.Now())
+	return what, ok
 }
 
 // tailOf is a history tail that has read ops from a history file.
@@ -68,15 +73,15 @@ func TestNodeFaultsWaitForWhatTheyPutAtRisk(t *testing.T) {
 		{"partition, the producer has sent", cut, true, 0, 0, true},
 		{"a replica's kill waits for nothing", faults.Fault{Kind: faults.NodeKill, Node: faults.SelReplica}, false, 0, 0, true},
 	} {
-		c.produced.Store(tt.produced)
-		c.unfinished.Store(tt.unfinished)
-		c.leased.Store(tt.leased)
-		if _, ok := c.atRisk(tt.f); ok != tt.want {
+		c.risk.produced.Store(tt.produced)
+		c.risk.unfinished.Store(tt.unfinished)
+		c.risk.leased.Store(tt.leased)
+		if _, ok := atRiskNow(c, tt.f); ok != tt.want {
 			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
 		}
 	}
 	free, _ := riskController(t, "")
-	if _, ok := free.atRisk(cut); !ok {
+	if _, ok := atRiskNow(free, cut); !ok {
 		t.Error("a partition without a pinned producer waits")
 	}
 }
@@ -89,7 +94,7 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 	c, _ := riskController(t, "")
 	// A window of minutes: the test must not hang on how fast this machine
 	// gets from the Store to atRisk.
-	c.r.sc.Plan.KillAfterLease = time.Minute
+	c.sc.Plan.KillAfterLease = time.Minute
 	for _, tt := range []struct {
 		name               string
 		unfinished, leased int64
@@ -101,13 +106,13 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 		{"a delivery just now", 1, 1, time.Millisecond, true},
 		{"a delivery just now, nothing acknowledged and unfinished", 0, 1, time.Millisecond, false},
 	} {
-		c.unfinished.Store(tt.unfinished)
-		c.leased.Store(tt.leased)
-		c.handedOut.Store(0)
+		c.risk.unfinished.Store(tt.unfinished)
+		c.risk.leased.Store(tt.leased)
+		c.risk.handedOut.Store(0)
 		if tt.handedOut > 0 {
-			c.handedOut.Store(time.Now().Add(-tt.handedOut).UnixNano())
+			c.risk.handedOut.Store(time.Now().Add(-tt.handedOut).UnixNano())
 		}
-		what, ok := c.atRisk(kill)
+		what, ok := atRiskNow(c, kill)
 		if ok != tt.want {
 			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
 		}
@@ -126,41 +131,88 @@ func TestPrimaryKillWaitsForAFreshDelivery(t *testing.T) {
 	}
 }
 
-// With Plan.KillAfterAck the primary's kill waits, besides, for an enqueue
-// acknowledged no longer than that before: none yet, or one older, holds it;
-// one just now lets it fire.
-func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
-	kill := faults.Fault{Kind: faults.NodeKill, Node: faults.SelPrimary}
-	c, _ := riskController(t, "")
-	// A window of minutes: the test must not hang on how fast this machine
-	// gets from the Store to atRisk.
-	c.r.sc.Plan.KillAfterAck = time.Minute
-	c.unfinished.Store(1)
-	c.leased.Store(1)
-	for _, tt := range []struct {
-		name  string
-		acked time.Duration // before now; 0: never
-		want  bool
-	}{
-		{"nothing acknowledged yet", 0, false},
-		{"the newest acknowledgement two minutes old", 2 * time.Minute, false},
-		{"an acknowledgement just now", time.Millisecond, true},
-	} {
-		c.acked.Store(0)
-		if tt.acked > 0 {
-			c.acked.Store(time.Now().Add(-tt.acked).UnixNano())
+// With Plan.KillAfterAck a fault anchored to an acknowledgement (the
+// primary's kill, a broker kill, a power cut) fires its drawn delay after
+// one, while the newest is younger than KillAfterAck: none yet, or only a
+// stale one, holds it; one the controller comes too late for is given up for
+// the next, and the history says so.
+func TestAnchoredFaultFiresAfterAnAck(t *testing.T) {
+	const fresh = 100 * time.Millisecond
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, f := range []faults.Fault{{Kind: faults.NodeKill, Node: faults.SelPrimary}, {Kind: faults.BrokerCrash}, {Kind: faults.PowerLoss}} {
+		t.Run(string(f.Kind), func(t *testing.T) {
+			r, path := riskController(t, "")
+			r.sc.Plan.KillAfterAck = fresh
+			r.risk.unfinished.Store(1)
+			r.risk.leased.Store(1)
+			h := r.newHold(0, f)
+			d := h.delay
+			if d < time.Millisecond || d > fresh/2 {
+				t.Fatalf("anchor delay %v, want 1ms to %v", d, fresh/2)
+			}
+			step := func(now time.Time, want bool) time.Duration {
+				t.Helper()
+				if h.began.IsZero() {
+					h.began = now
+				}
+				what, ok, next := r.atRisk(h, now)
+				if ok != want {
+					t.Fatalf("at %v: at risk %v (%s), want %v", now.Sub(t0), ok, what, want)
+				}
+				if !strings.Contains(what, "after an enqueue acknowledged less than 100ms before") {
+					t.Fatalf("waits for %q, which does not name the acknowledgement", what)
+				}
+				h.what, h.ok, h.waited = what, ok, h.waited || !ok
+				return next
+			}
+			step(at(0), false) // nothing acknowledged yet
+			r.risk.acked.Store(at(-2 * fresh).UnixNano())
+			step(at(0), false) // only a stale acknowledgement
+			r.risk.acked.Store(at(0).UnixNano())
+			if next := step(at(d/2), false); next != d-d/2 {
+				t.Errorf("anchored at 0, at %v: look again in %v, want %v", d/2, next, d-d/2)
+			}
+			// The controller ran late: the acknowledgement it was due to
+			// fire after is stale; it waits for the next.
+			step(at(fresh+time.Millisecond), false)
+			if h.missed != 1 {
+				t.Errorf("missed %d acknowledgements, want 1", h.missed)
+			}
+			r.risk.acked.Store(at(200 * time.Millisecond).UnixNano())
+			step(at(200*time.Millisecond+d), true)
+			r.released(h, at(200*time.Millisecond+d))
+			ops, err := history.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) != 1 || !strings.Contains(ops[0].Value, "1 acknowledgement(s) grew older than 100ms before it could fire") ||
+				!strings.Contains(ops[0].Value, "it fires "+d.String()+" after the newest acknowledgement") {
+				t.Errorf("history %v, want the anchor and the missed acknowledgement recorded", ops)
+			}
+		})
+	}
+	// Without KillAfterAck a broker kill or a power cut fires at its time.
+	r, _ := riskController(t, "")
+	for _, k := range []faults.Kind{faults.BrokerCrash, faults.PowerLoss} {
+		if h := r.newHold(0, faults.Fault{Kind: k}); h.delay != 0 {
+			t.Errorf("%s without KillAfterAck: anchored %v after an acknowledgement", k, h.delay)
 		}
-		what, ok := c.atRisk(kill)
-		if ok != tt.want {
-			t.Errorf("%s: at risk %v, want %v", tt.name, ok, tt.want)
-		}
-		if !strings.Contains(what, "an enqueue acknowledged less than 1m0s before") {
-			t.Errorf("%s: waits for %q, which does not name the fresh acknowledgement", tt.name, what)
+		if what, ok := atRiskNow(r, faults.Fault{Kind: k}); !ok || what != "" {
+			t.Errorf("%s without KillAfterAck waits for %q (at risk %v)", k, what, ok)
 		}
 	}
-	c.r.sc.Plan.KillAfterAck = 0
-	if what, ok := c.atRisk(kill); !ok || strings.Contains(what, "enqueue acknowledged") {
-		t.Errorf("a kill without KillAfterAck waits for %q (at risk %v)", what, ok)
+	// The draw is the seed's: the same seed, the same delay; seeds differ.
+	seen := map[time.Duration]bool{}
+	for seed := range uint64(20) {
+		d := faults.AnchorDelay(seed, 3, fresh)
+		if d != faults.AnchorDelay(seed, 3, fresh) || d < time.Millisecond || d > fresh/2 {
+			t.Fatalf("seed %d: delay %v, want one delay from 1ms to %v", seed, d, fresh/2)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("20 seeds drew %d delays", len(seen))
 	}
 	// The tail takes the newest first acknowledgement of an unfinished job's
 	// enqueue from the histories; a second one of the same job does not count.
@@ -179,14 +231,14 @@ func TestPrimaryKillUnderLagWaitsForAFreshAck(t *testing.T) {
 func TestHoldForFiresAnywayAfterRiskWait(t *testing.T) {
 	cut := faults.Fault{Kind: faults.NodePartition, Node: faults.SelPinned}
 	c, _ := riskController(t, faults.SelPrimary)
-	c.produced.Store(true)
-	c.holdFor(context.Background(), cut)
-	if c.shift.Load() != 0 {
-		t.Fatalf("held back %v with the producer's enqueue there", time.Duration(c.shift.Load()))
+	c.risk.produced.Store(true)
+	c.holdFor(context.Background(), c.newHold(0, cut))
+	if c.shift() != 0 {
+		t.Fatalf("held back %v with the producer's enqueue there", c.shift())
 	}
 	c, path := riskController(t, faults.SelPrimary)
-	c.holdFor(context.Background(), cut)
-	if got := time.Duration(c.shift.Load()); got < riskWait {
+	c.holdFor(context.Background(), c.newHold(0, cut))
+	if got := c.shift(); got < riskWait {
 		t.Fatalf("held back %v, want %v before firing anyway", got, riskWait)
 	}
 	ops, err := history.ReadFile(path)
@@ -195,5 +247,60 @@ func TestHoldForFiresAnywayAfterRiskWait(t *testing.T) {
 	}
 	if len(ops) != 1 || ops[0].F != history.Node || !strings.Contains(ops[0].Value, "the pinned producer's first enqueue, which did not come") {
 		t.Fatalf("history %v, want the wait recorded", ops)
+	}
+}
+
+// timedCluster is a cluster whose nodes decide by a timeout what a cut-off
+// node does (targets.PartitionTimer).
+type timedCluster struct {
+	neverSettles
+	timeout time.Duration
+}
+
+func (c *timedCluster) PartitionTimeout() (time.Duration, string) {
+	return c.timeout, "a test timeout"
+}
+
+// A partition of a cluster with a timeout lasts past it, in wall time: its
+// heal comes no earlier than the timeout plus the margin after the cut,
+// stretched with the run's clock, and the history notes what it must
+// outlast; a timeout longer than a run holds a partition is not crossed,
+// and the history says so; a cluster without one changes nothing.
+func TestPartitionOutlastsTheTopologysTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		cl      targets.Cluster
+		scale   float64
+		want    time.Duration // the earliest heal after the cut; 0: none
+		history string
+	}{
+		{"a 10s timeout", &timedCluster{timeout: 10 * time.Second}, DefaultScale, 12 * time.Second, "partition must outlast 10s: a test timeout"},
+		{"a 10s timeout, the clock stretched 4×", &timedCluster{timeout: 10 * time.Second}, 4 * DefaultScale, 18 * time.Second, "partition must outlast 10s: a test timeout"},
+		{"an hour", &timedCluster{timeout: time.Hour}, DefaultScale, 0, "the partition does not outlast 1h0m0s: a test timeout is longer than a run holds a partition (30s)"},
+		{"no timeout", &neverSettles{}, DefaultScale, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, path := riskController(t, "")
+			r.t.Scale = tt.scale
+			r.start = time.Now().Add(-5 * time.Second) // the cut comes 5 s into the run
+			c := &clusterRun{r: r, cl: tt.cl}
+			earliest, ok := c.outlast()
+			if ok != (tt.want > 0) {
+				t.Fatalf("outlasts %v, want %v", ok, tt.want > 0)
+			}
+			if ok && (earliest-5*time.Second < tt.want || earliest-5*time.Second > tt.want+time.Second) {
+				t.Errorf("the heal at the earliest %v after the cut, want %v", earliest-5*time.Second, tt.want)
+			}
+			ops, err := history.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.history == "" && len(ops) > 0:
+				t.Errorf("history %v, want nothing noted", ops)
+			case tt.history != "" && (len(ops) != 1 || !strings.HasPrefix(ops[0].Value, tt.history)):
+				t.Errorf("history %v, want %q", ops, tt.history)
+			}
+		})
 	}
 }

@@ -303,6 +303,7 @@ type run struct {
 	lazy     *lazyRun         // the lazy file system under inst, for power losses
 	restart  time.Time        // when the killed instance comes back
 	tail     *historyTail     // what the children recorded so far
+	risk     riskState        // what the tail says is at risk, for the faults held for it (risk.go)
 	links    map[string]*faults.Link
 	proxies  map[string]*faults.Proxy // slot/upstream → proxy
 	cl       *clusterRun              // a replicated target's nodes (cluster.go)
@@ -1025,7 +1026,7 @@ func queueEmpty(ctx context.Context, q adapters.Queue) bool {
 // supervise runs the fault plan and the supervisor until the run drains, hits
 // its limit, or ctx ends. It reports whether the run drained.
 func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-chan struct{}) (bool, error) {
-	timed := timedFaults(r.sc.Plan)
+	timed := r.timedFaults()
 	// Children stop only themselves, at a pause point of the plan: without
 	// one, none is looked at for being stopped (a read of /proc per child
 	// every 20 ms).
@@ -1043,10 +1044,6 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		case <-tick.C:
 		}
 		now := time.Now()
-		for len(timed) > 0 && !now.Before(r.start.Add(timed[0].At)) {
-			r.applyTimed(timed[0])
-			timed = timed[1:]
-		}
 		if !r.restart.IsZero() && !now.Before(r.restart) {
 			r.restart = time.Time{}
 			began := time.Now()
@@ -1080,12 +1077,14 @@ func (r *run) supervise(q adapters.Queue, store pipeline.Store, operatorDone <-c
 		}
 		r.tail.read(r.hists)
 		r.publishRisk()
+		timed = r.fireTimed(timed)
 		if pauses {
 			r.resumeZombies()
 		}
-		// Node faults held back for what they put at risk move the whole
-		// plan, and its end, with them.
-		if now.After(deadline.Add(r.clusterShift())) {
+		// Faults held back for what they put at risk move the whole plan,
+		// and its end, with them; so do partitions held to outlast the
+		// topology's timeout.
+		if now.After(deadline.Add(r.shift() + r.clusterOutlasted())) {
 			r.clusterTimedOut()
 			return false, nil
 		}
@@ -1555,15 +1554,43 @@ func needsBrokerKill(p faults.Plan) bool {
 	return false
 }
 
-func timedFaults(p faults.Plan) []faults.Fault {
-	var out []faults.Fault
-	for _, f := range p.Faults {
+// timedFaults are the plan's faults the supervisor applies at their times:
+// worker kills, and a private instance's kill and power cut, each held by
+// the fault's hold (risk.go), in time order.
+func (r *run) timedFaults() []*hold {
+	var out []*hold
+	for i, f := range r.sc.Plan.Faults {
 		if f.Kind == faults.Kill || f.Kind == faults.BrokerCrash || f.Kind == faults.PowerLoss {
-			out = append(out, f)
+			out = append(out, r.newHold(i, f))
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].f.At < out[j].f.At })
 	return out
+}
+
+// fireTimed applies the timed faults whose time has come (moved by how long
+// faults were held back) and returns those still to come. A broker kill or
+// power cut anchored to an acknowledgement waits for it (ready); one due
+// before the next read of the histories is waited for here, so that it fires
+// the drawn delay after the acknowledgement, not at the next tick.
+func (r *run) fireTimed(timed []*hold) []*hold {
+	for len(timed) > 0 && !time.Now().Before(r.start.Add(timed[0].f.At+r.shift())) {
+		h := timed[0]
+		if h.delay > 0 && r.inst != nil {
+			fire, next := r.ready(h, time.Now())
+			if !fire && next > 0 && next < riskTick {
+				time.Sleep(next)
+				fire, _ = r.ready(h, time.Now())
+			}
+			if !fire {
+				return timed
+			}
+			r.released(h, time.Now())
+		}
+		r.applyTimed(h.f)
+		timed = timed[1:]
+	}
+	return timed
 }
 
 // scale maps a scenario's times onto wall time.

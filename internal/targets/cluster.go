@@ -71,6 +71,20 @@ type Cluster interface {
 	Stop() error
 }
 
+// PartitionTimer is a cluster whose nodes decide by a timeout of their own
+// what a node cut off by a partition does: it learns that it is cut off
+// (RabbitMQ's net_ticktime, Galera's inactive timeout), or it stops waiting
+// for a replica and acknowledges without one (MariaDB's semi-synchronous
+// timeout), or it starts refusing writes (Redis min-replicas-max-lag). A
+// partition meant to show what the cut-off side does must outlast it, in wall
+// time: the broker's timers do not stretch with the machine's load as the
+// scenario's times do.
+type PartitionTimer interface {
+	// PartitionTimeout is the longest such timeout, in wall time, and what
+	// it is; 0 where the topology has none.
+	PartitionTimeout() (time.Duration, string)
+}
+
 // ClusterEnv is what a cluster gets from the run that starts it.
 type ClusterEnv struct {
 	Dir   string // the run directory: data, sockets and logs go below it

@@ -514,6 +514,33 @@ func (c *replicaCluster) rejoin(ctx context.Context, n, primary *clusterNode) er
 
 func (c *replicaCluster) Describe() string { return c.prof.describe() }
 
+// PartitionTimeout: a semi-synchronous primary cut off from its replicas
+// holds every commit for rpl_semi_sync_master_timeout, then falls back to
+// asynchronous replication and acknowledges what no replica has. The timeout
+// is the user's setting under test, in wall time: a partition outlasts it
+// (rather than the timeout stretching with the load), so that a scenario
+// stretched on a busy machine and one on an idle machine cross it alike (a
+// 10 s partition against the 10 s default was a race; stretched to 40 s it
+// crossed it). An asynchronous primary acknowledges at once: nothing to
+// outlast.
+func (c *replicaCluster) PartitionTimeout() (time.Duration, string) {
+	ms, err := strconv.Atoi(c.prof.timeout)
+	if !c.prof.semiSync || err != nil || ms <= 0 {
+		return 0, ""
+	}
+	return time.Duration(ms) * time.Millisecond, fmt.Sprintf("rpl_semi_sync_master_timeout %d ms (after it a primary acknowledges a commit no replica has)", ms)
+}
+
+// PartitionTimeout: a Galera node cut off from the others is dropped from the
+// primary component after evs.inactive_timeout (4 s here), and then refuses
+// statements; before that its commits wait.
+func (c *galeraCluster) PartitionTimeout() (time.Duration, string) {
+	return galeraInactive, "evs.inactive_timeout 4 s (after it a node cut off from the primary component refuses statements)"
+}
+
+// galeraInactive is the nodes' evs.inactive_timeout (PT4S on their command line).
+const galeraInactive = 4 * time.Second
+
 func (c *replicaCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)
 	if err != nil {

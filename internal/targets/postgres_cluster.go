@@ -504,6 +504,12 @@ func (c *pgCluster) rejoin(ctx context.Context, n, primary *pgNode) error {
 
 func (c *pgCluster) Describe() string { return c.prof.describe() }
 
+// A Postgres cluster is no PartitionTimer: a commit waiting for a synchronous
+// standby cut off by a partition waits until the heal (no timeout falls back
+// to asynchronous), an asynchronous primary acknowledges at once, and the
+// failover is durachk's; wal_sender_timeout and wal_receiver_timeout (5 s)
+// only end the replication connection, which the heal opens again.
+
 func (c *pgCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)
 	if err != nil {

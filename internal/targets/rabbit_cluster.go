@@ -514,6 +514,15 @@ func (c *rabbitCluster) Primary(ctx context.Context) (string, error) {
 
 func (c *rabbitCluster) Describe() string { return c.prof.describe() }
 
+// PartitionTimeout: a node finds a peer gone only after 1–1.25 net_ticktime
+// (durachk's 5 s), and only then does cluster_partition_handling (and a quorum
+// queue's election) act. A partition outlasts it in wall time; net_ticktime is
+// durachk's own setting, but stretched with the load it would come no closer
+// to what an operator runs (60 s).
+func (c *rabbitCluster) PartitionTimeout() (time.Duration, string) {
+	return rabbitNetTicktime * time.Second * 5 / 4, fmt.Sprintf("net_ticktime %d s (a node finds a peer gone within 1.25 of it)", rabbitNetTicktime)
+}
+
 func (c *rabbitCluster) NodeURL(name string) (string, error) {
 	n, err := c.node(name)
 	if err != nil {

@@ -407,6 +407,25 @@ func (c *redisCluster) startSentinels(ctx context.Context, block string) error {
 
 func (c *redisCluster) Describe() string { return c.prof.describe() }
 
+// PartitionTimeout: a primary cut off from its Sentinels is marked down after
+// their down-after-milliseconds (500) and replaced; one cut off from its
+// replicas refuses writes only once they have not acknowledged for
+// min-replicas-max-lag (where min-replicas-to-write is set). Both are Redis's
+// wall-clock timers, so a partition outlasts them rather than stretching them
+// with the load: the lag is the user's setting under test, and the Sentinels'
+// 500 ms only makes the failover come early.
+func (c *redisCluster) PartitionTimeout() (time.Duration, string) {
+	var d time.Duration
+	var what string
+	if c.prof.sentinels > 0 {
+		d, what = 500*time.Millisecond, "the Sentinels' down-after-milliseconds 500"
+	}
+	if lag := time.Duration(c.prof.maxLag) * time.Second; c.prof.minReplicas > 0 && lag > d {
+		d, what = lag, fmt.Sprintf("min-replicas-max-lag %d s (after it a primary cut off from its replicas refuses writes)", c.prof.maxLag)
+	}
+	return d, what
+}
+
 func (p redisClusterProfile) describe() string {
 	d := fmt.Sprintf("redis primary + %d replicas", p.replicas)
 	if p.sentinels > 0 {

@@ -3,45 +3,12 @@ package clusters_test
 import (
 	"context"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/durachk/durachk/contracts"
-	"github.com/durachk/durachk/internal/runner"
-	"github.com/durachk/durachk/internal/runner/clustertest"
 	"github.com/durachk/durachk/internal/runner/runnertest"
-	"github.com/durachk/durachk/internal/targets"
 )
-
-// clusterTarget is a target with a private cluster shaped by knobs, on the
-// kind of envURL's broker (which also holds the store, through
-// DURACHK_PG_URL).
-func clusterTarget(t *testing.T, env, knobs string) *runner.Target {
-	t.Helper()
-	base := os.Getenv(env)
-	if base == "" || os.Getenv("DURACHK_PG_URL") == "" {
-		t.Skipf("%s or DURACHK_PG_URL is not set: no broker and store to run a cluster against", env)
-	}
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	spec, err := targets.Parse(base + sep + knobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := targets.CanFaultNodes(spec); err != nil {
-		t.Skip(err)
-	}
-	tg, err := runner.New(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg.Log = clustertest.Log{T: t}
-	return tg
-}
 
 // A cluster run cancelled mid-way (SIGINT in the CLI) leaves no node, helper,
 // schema, directory or nftables table behind.

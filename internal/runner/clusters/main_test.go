@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
+	clusterTarget    = clustertest.Target
 	evaluateCluster  = clustertest.Evaluate
 	clusterLeftovers = clustertest.Leftovers
 )

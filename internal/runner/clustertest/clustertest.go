@@ -31,6 +31,37 @@ func (l Log) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// Target is a target on the broker $env names (which holds the store too,
+// through DURACHK_PG_URL) with knobs added to its URL, its log into the
+// test's; a skip where the environment names no broker and store, or a
+// private cluster's nodes cannot be faulted here.
+func Target(t *testing.T, env, knobs string) *runner.Target {
+	t.Helper()
+	base := os.Getenv(env)
+	if base == "" || os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skipf("%s or DURACHK_PG_URL is not set: no broker and store to run against", env)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	spec, err := targets.Parse(base + sep + knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if targets.HasPrivateCluster(spec) {
+		if err := targets.CanFaultNodes(spec); err != nil {
+			t.Skip(err)
+		}
+	}
+	tg, err := runner.New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Log = Log{T: t}
+	return tg
+}
+
 // recordTo, if set, is where evaluateCluster writes each run's history and
 // final state as a fixture of contracts' recorded-history tests:
 //
