@@ -17,8 +17,11 @@ SLOW := ./internal/runner/extclusters ./internal/runner/clusters ./internal/runn
 # processes competing for the CPUs the others leave).
 P ?= 4
 
-test: ## -parallel stays go test's default: Ginkgo refuses the flag
-	$(GO) test -count=1 -p $(P) $(SLOW) ./...
+# The whole suite on this machine's services, found or started as .ci/run
+# does (tools/test.sh), with the skipped tests counted by reason at the end.
+# -parallel stays go test's default: Ginkgo refuses the flag.
+test:
+	tools/test.sh $(P) $(SLOW) ./...
 
 run: build
 	./$(BIN) run
