@@ -15,7 +15,7 @@ const (
 	failed = `{"Action":"output","Package":"p","Test":"TestBad","Output":"    x_test.go:5: want 1, got 2\n"}
 {"Action":"output","Package":"p","Test":"TestBad","Output":"--- FAIL: TestBad (0.00s)\n"}
 {"Action":"fail","Package":"p","Test":"TestBad","Elapsed":0}`
-	passed = `{"Action":"pass","Package":"p","Elapsed":1.5}`
+	passed  = `{"Action":"pass","Package":"p","Elapsed":1.5}`
 	pkgFail = `{"Action":"fail","Package":"p","Elapsed":1.5}`
 )
 
