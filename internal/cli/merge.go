@@ -85,6 +85,15 @@ func Merge(o MergeOptions, stdout, stderr io.Writer) error {
 	if explores > 0 && explores < len(ins) {
 		return ConfigError(fmt.Errorf("merge: some inputs are explorations and some are not: merge the shards of one exploration, or runs"))
 	}
+	// Shards whose machines could draw different faults differ in their
+	// targets' fingerprints too (a machine without the broker's binary has no
+	// private instance to describe): the exploration's options say why, so
+	// they are compared first.
+	for _, in := range ins {
+		if explores > 0 && in.doc.Exploration.Config != first.doc.Exploration.Config {
+			return ConfigError(configDiffers(first, in))
+		}
+	}
 	if err := sameTargets(ins); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func TestPowerLossVerdictIndependentOfLoad(t *testing.T) {
 	for _, f := range factors {
 		t.Run("load factor "+f, func(t *testing.T) {
 			t.Setenv(loadavg.Env, f)
-			everysec := target(t, "DURACHK_REDIS_URL", "private-instance.appendfsync=everysec&name=redis-everysec")
+			everysec := target(t, "DURACHK_REDIS_URL", "private-instance.appendonly=yes&private-instance.appendfsync=everysec&name=redis-everysec")
 			if !everysec.Capabilities().PowerLoss {
 				t.Skipf("no power loss here: %v", everysec.Capabilities().Notes)
 			}
@@ -95,7 +95,7 @@ func TestPowerLossVerdictIndependentOfLoad(t *testing.T) {
 			if r.Stats.FlushWindowMs != 1000 || r.Stats.AckedInFlushWindow < 1 {
 				t.Errorf("everysec: flush window %d ms, %d acknowledged in it at the cut; want 1000 ms, at least 1", r.Stats.FlushWindowMs, r.Stats.AckedInFlushWindow)
 			}
-			always := target(t, "DURACHK_REDIS_URL", "private-instance.appendfsync=always&name=redis-always")
+			always := target(t, "DURACHK_REDIS_URL", "private-instance.appendonly=yes&private-instance.appendfsync=always&name=redis-always")
 			for _, r := range runnertest.SeekPasses(t, "appendfsync always at load factor "+f, 1, func(seed uint64) contracts.Result {
 				return evaluate(t, always, "durability.power-loss", seed)
 			}) {
