@@ -309,6 +309,19 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		}
 		return cs, nil, nil
 	}
+	if o.UpdateBaseline {
+		if _, err := os.Stat(o.Baseline); errors.Is(err, fs.ErrNotExist) {
+			// A first baseline: this run's verdicts, once it is complete.
+			if st, err := os.Stat(filepath.Dir(o.Baseline)); err != nil || !st.IsDir() {
+				return nil, nil, ConfigError(fmt.Errorf("--update-baseline %s: its directory %s does not exist", o.Baseline, filepath.Dir(o.Baseline)))
+			}
+			if _, err := targetNames(o); err != nil {
+				return nil, nil, err
+			}
+			o.createBaseline = true
+			return cs, nil, nil
+		}
+	}
 	if o.UpdateBaseline && reports.IsResultBaseline(o.Baseline) {
 		return nil, nil, ConfigError(fmt.Errorf("--update-baseline: %s is a result.json (a run's record, not rewritten): give a baseline file ({\"target\": {\"contract\": \"verdict\"}})", o.Baseline))
 	}
