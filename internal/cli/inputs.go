@@ -356,21 +356,30 @@ func targetNames(o *RunOptions) ([]string, error) {
 	}
 	var names []string
 	for _, spec := range ss {
-		if isMem(spec) {
-			t, err := resolveMem(spec)
-			if err != nil {
-				return nil, err
-			}
-			names = append(names, t.Name())
-			continue
-		}
-		s, err := targets.Parse(spec)
+		name, err := specName(spec)
 		if err != nil {
-			return nil, ConfigError(err)
+			return nil, err
 		}
-		names = append(names, s.Name)
+		names = append(names, name)
 	}
 	return names, nil
+}
+
+// specName checks a target spec as far as it can without reaching the
+// broker (its kind, URL and knobs) and returns the target's name.
+func specName(spec string) (string, error) {
+	if isMem(spec) {
+		t, err := resolveMem(spec)
+		if err != nil {
+			return "", err
+		}
+		return t.Name(), nil
+	}
+	s, err := targets.Parse(spec)
+	if err != nil {
+		return "", ConfigError(err)
+	}
+	return s.Name, nil
 }
 
 func isMem(spec string) bool { return spec == "mem" || strings.HasPrefix(spec, "mem?") }
