@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/durachk/durachk/internal/cli"
@@ -24,6 +26,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	// The tests themselves end on SIGINT as go test's do (the interrupt
+	// package listens from its init, for main).
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	os.Exit(m.Run())
 }
 

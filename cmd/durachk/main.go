@@ -3,15 +3,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/interrupt"
 	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
@@ -93,15 +91,12 @@ func commandLine(args []string) string {
 }
 
 func run(args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// The first SIGINT or SIGTERM ends the work in flight and writes what the
-	// command has; a second one ends durachk at once (the signal's default
-	// action: what it leaves, `durachk cleanup` removes).
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
+	// command has; a second one ends durachk at once (what it leaves,
+	// `durachk cleanup` removes). Listened to from the interrupt package's
+	// init: a signal during the other packages' init is not lost.
+	ctx, stop := interrupt.Context()
+	defer stop()
 	root := &cobra.Command{
 		Use:           "durachk",
 		Short:         "Jepsen for your queue configuration",
