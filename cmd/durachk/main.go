@@ -143,7 +143,7 @@ func run(args []string) error {
 	f.IntVar(&o.Parallel, "parallel", 0, "contracts run at a time (default 8, fewer where their Postgres connections would pass 48; 1: one after the other)")
 	f.StringVar(&o.Out, "out", "durachk-out", "directory for result.json, histories/, junit.xml, summary.md, report.html")
 	f.StringVar(&o.Baseline, "baseline", "", "expected verdicts (target → contract → verdict, or a previous result.json): exit 0 when they match, 1 on a difference (a regression, or an improvement until the baseline expects it)")
-	f.BoolVar(&o.UpdateBaseline, "update-baseline", false, "after a complete run, rewrite the --baseline file to expect every verdict that differed (exit 0)")
+	f.BoolVar(&o.UpdateBaseline, "update-baseline", false, "after a complete run, rewrite the --baseline file to expect every verdict that differed, or create it from the run if it does not exist (exit 0); never from a partial run")
 	f.StringSliceVar(&o.Formats, "format", nil, "reports to write besides result.json: json, junit, md, html (default all)")
 
 	var so cli.RunOptions
