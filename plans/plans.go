@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -257,6 +258,13 @@ func Parse(b []byte, source string) (*Plan, error) {
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		return nil, &Error{Source: source, Err: errors.New("more than one document")}
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, &Error{Source: source, Err: oneLine(err)}
+	}
+	if err := strictNumbers(&doc, reflect.TypeFor[Plan](), ""); err != nil {
+		return nil, &Error{Source: source, Err: fmt.Errorf("%w: %w", ErrInvalid, err)}
+	}
 	if _, err := p.Scenario(); err != nil {
 		return nil, &Error{Source: source, Err: err}
 	}
@@ -266,6 +274,107 @@ func Parse(b []byte, source string) (*Plan, error) {
 		}
 	}
 	return &p, nil
+}
+
+// zeroRefused are the fields for which 0 stands for the default, and whose
+// bounds exclude 0, by the struct they are in: given as 0 in a file, they are
+// refused (they were read as the default: workers: 0 ran 4 workers), with
+// their bounds.
+var zeroRefused = map[reflect.Type]map[string]string{
+	reflect.TypeFor[Plan](): {
+		"workers": fmt.Sprintf("1 to %d", MaxWorkers), "lease": fmt.Sprintf("%v to %v", MinLease, MaxLease),
+		"poll": fmt.Sprintf("%v to %v", MinPoll, MaxPoll), "limit": fmt.Sprintf("%v to %v", MinLimit, MaxLimit),
+		"kill_after_lease": fmt.Sprintf("%v to %v", MinKillAfter, MaxKillAfter), "kill_after_ack": fmt.Sprintf("%v to %v", MinKillAfter, MaxKillAfter),
+	},
+	reflect.TypeFor[Job](): {
+		"count": fmt.Sprintf("1 to %d", MaxJobs), "version": fmt.Sprintf("1 to %d", MaxVersion),
+		"max_attempts": fmt.Sprintf("1 to %d", MaxAttempts), "age_budget": fmt.Sprintf("more than 0, at most %v", MaxDeadline),
+	},
+}
+
+// strictNumbers checks what decoding into Go's types would lose, over the
+// YAML document n decoded into t: every integer field is written as a
+// decimal integer that fits its type (YAML decodes 1.5 into an int as 1, 1e3
+// as 1000 and 2^64 into a uint64 as 2^63), and no field of zeroRefused is
+// given as 0. where is the path of n in the plan ("jobs[2]").
+func strictNumbers(n *yaml.Node, t reflect.Type, where string) error {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
+		return nil // the decoder refuses what is not a mapping
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i].Value, n.Content[i+1]
+		f, ok := fieldOf(t, key)
+		if !ok {
+			continue
+		}
+		name := key
+		if where != "" {
+			name = where + "." + key
+		}
+		ft := f.Type
+		switch {
+		case ft == reflect.TypeFor[Duration]():
+			if bound, ok := zeroRefused[t][key]; ok && v.Kind == yaml.ScalarNode {
+				if d, err := parseDuration(v.Value); err == nil && d == 0 {
+					return fmt.Errorf("line %d: %s %s: want %s (leave it out for its default)", v.Line, name, clip(v.Value), bound)
+				}
+			}
+		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Uint64:
+			if v.Kind != yaml.ScalarNode {
+				continue // the decoder says what it is
+			}
+			val, err := exactInt(v.Value, ft)
+			if err != nil {
+				return fmt.Errorf("line %d: %s %s: want a decimal integer %s", v.Line, name, clip(v.Value), err)
+			}
+			if bound, ok := zeroRefused[t][key]; ok && val == 0 {
+				return fmt.Errorf("line %d: %s 0: want %s (leave it out for its default)", v.Line, name, bound)
+			}
+		case ft.Kind() == reflect.Struct:
+			if err := strictNumbers(v, ft, name); err != nil {
+				return err
+			}
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && v.Kind == yaml.SequenceNode:
+			for j, item := range v.Content {
+				if err := strictNumbers(item, ft.Elem(), fmt.Sprintf("%s[%d]", name, j)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fieldOf finds the field of struct t that YAML key names.
+func fieldOf(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// exactInt reads s as a decimal integer that a field of type t holds
+// exactly; the error says which integers it holds where that is all there
+// is to say (the field's own bounds are checked after).
+func exactInt(s string, t reflect.Type) (int64, error) {
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		u, err := strconv.ParseUint(s, 10, t.Bits())
+		if err != nil {
+			return 0, fmt.Errorf("from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
+		}
+		return int64(min(u, 1)), nil // 0 or not is what the caller asks
+	}
+	v, err := strconv.ParseInt(s, 10, t.Bits())
+	if err != nil {
+		return 0, errors.New("within the field's bounds")
+	}
+	return v, nil
 }
 
 // LookupSabotage finds a sabotage of the catalogue or the seed scenarios by

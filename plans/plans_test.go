@@ -193,6 +193,27 @@ func TestParseErrors(t *testing.T) {
 		{"delay 61s", fault("kind: latency\n    link: broker\n    for: 1s\n    delay: 61s"), "delay 1m1s: want at most a minute"},
 		{"jitter 61s", fault("kind: latency\n    link: broker\n    for: 1s\n    delay: 1s\n    jitter: 61s"), "jitter 1m1s: want at most a minute"},
 		{"rate 0 where needed", fault("kind: reset\n    link: broker\n    for: 1s"), "rate 0: want a probability"},
+		// 0 where 0 stands for the default: refused with the bounds (they
+		// ran the default: workers: 0 ran 4 workers).
+		{"workers 0", minimal + "workers: 0\n", "line 5: workers 0: want 1 to 64 (leave it out for its default)"},
+		{"max_attempts 0", job("max_attempts: 0"), "jobs[0].max_attempts 0: want 1 to 1000"},
+		{"count 0", job("count: 0"), "jobs[0].count 0: want 1 to 20000"},
+		{"version 0", job("version: 0"), "jobs[0].version 0: want 1 to 1000000"},
+		{"lease 0s", minimal + "lease: 0s\n", "lease 0s: want 100ms to 1h0m0s"},
+		{"poll 0", minimal + "poll: 0\n", "poll 0: want 10ms to 1m0s"},
+		{"limit 0s", minimal + "limit: 0s\n", "limit 0s: want 1s to 24h0m0s"},
+		{"kill_after_ack 0s", minimal + "kill_after_ack: 0s\n", "kill_after_ack 0s: want 10ms to 10s"},
+		{"age_budget 0s", job("age_budget: 0s"), "age_budget 0s: want more than 0, at most 24h0m0s"},
+		// Integers are integers: YAML read these into an int or uint64
+		// silently changed (1.5 as 1, 1e3 as 1000, 2^64 as 2^63).
+		{"seed 1.5", strings.Replace(minimal, "seed: 7", "seed: 1.5", 1), "seed 1.5: want a decimal integer from 0 to 18446744073709551615"},
+		{"seed 2^64", strings.Replace(minimal, "seed: 7", "seed: 18446744073709551616", 1), "seed 18446744073709551616: want a decimal integer from 0 to 18446744073709551615"},
+		{"seed 1e3", strings.Replace(minimal, "seed: 7", "seed: 1e3", 1), "seed 1e3: want a decimal integer"},
+		{"seed 0x10", strings.Replace(minimal, "seed: 7", "seed: 0x10", 1), "seed 0x10: want a decimal integer"},
+		{"workers 2.5", minimal + "workers: 2.5\n", "workers 2.5: want a decimal integer"},
+		{"nth 1.5", fault("kind: crash_at\n    point: mid_commit\n    nth: 1.5"), "faults[0].nth 1.5: want a decimal integer"},
+		{"json seed 1.5", `{"format": "durachk.plan/v1", "seed": 1.5, "jobs": [{"id": "a"}]}`, "seed 1.5: want a decimal integer"},
+		{"json max_attempts 2.0", `{"format": "durachk.plan/v1", "seed": 1, "jobs": [{"id": "a", "max_attempts": 2.0}]}`, "jobs[0].max_attempts 2.0: want a decimal integer"},
 	}...)
 	// "at 999999h" above: the limit is checked first, then the job.
 	cases = slices.DeleteFunc(cases, func(c struct{ name, text, want string }) bool { return c.want == "" })
@@ -213,6 +234,18 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error is not one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestSeedExact: a plan's seed is the one written, up to 2^64-1 (it became
+// 2^63 where YAML went through a float), in YAML and JSON.
+func TestSeedExact(t *testing.T) {
+	for _, text := range []string{strings.Replace(minimal, "seed: 7", "seed: 18446744073709551615", 1),
+		`{"format": "durachk.plan/v1", "seed": 18446744073709551615, "jobs": [{"id": "a"}]}`} {
+		p, err := plans.Parse([]byte(text), "x")
+		if err != nil || p.Seed != 18446744073709551615 {
+			t.Errorf("seed 2^64-1: %v (%v)\n%s", p, err, text)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -85,8 +86,18 @@ func ParseBaseline(b []byte) (Baseline, error) {
 	return bl, nil
 }
 
-// knownContract accepts a catalogue id or scenario/<name>.
+// planIDRE is the id of a --plan contract: plan/<file name> (cli's planName).
+var planIDRE = regexp.MustCompile(`^plan/[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// knownContract accepts a catalogue id, scenario/<name> or plan/<name> (a
+// --plan file's results are gated like any other).
 func knownContract(id string) error {
+	if strings.HasPrefix(id, "plan/") {
+		if !planIDRE.MatchString(id) {
+			return fmt.Errorf("%q is not a plan's contract id (plan/<file name>)", Clip(id))
+		}
+		return nil
+	}
 	if strings.HasPrefix(id, "scenario/") {
 		if _, err := contracts.LookupScenario(id); err != nil {
 			return fmt.Errorf("unknown scenario %q", Clip(id))
@@ -208,13 +219,12 @@ func (bl Baseline) Write(path string) error {
 	return WriteFileAtomic(path, append(b, '\n'))
 }
 
-// BaselineOf turns a document's verdicts into a baseline.
+// BaselineOf turns a document's verdicts into a baseline: every result, a
+// plan's with a sabotage included (a negative control a gate expects to
+// fail).
 func BaselineOf(d *Document) Baseline {
 	bl := Baseline{}
 	for _, r := range d.Results {
-		if r.Sabotage != "" {
-			continue // selftest results gate nothing
-		}
 		if bl[r.Target] == nil {
 			bl[r.Target] = map[string]contracts.Verdict{}
 		}
@@ -313,18 +323,16 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// Compare checks a document against a baseline. It returns the regressions:
-// a listed result whose verdict differs (a skip where a pass was expected
-// included), an unlisted result that is a violation or unknown, and a listed
-// result the run did not produce (a run that stopped early; Check refuses the
-// other ways to miss one before the run).
+// Compare checks a document against a baseline. It returns the differences,
+// over every result of the run (a --plan's with a sabotage too): a listed
+// result whose verdict differs (a skip where a pass was expected included),
+// an unlisted result that is a violation or unknown, and a listed result the
+// run did not produce (a run that stopped early; Check refuses the other ways
+// to miss one before the run).
 func (bl Baseline) Compare(d *Document) []Difference {
 	var diffs []Difference
 	got := map[string]bool{}
 	for _, r := range d.Results {
-		if r.Sabotage != "" {
-			continue
-		}
 		got[Key(r.Target, r.Contract)] = true
 		exp, listed := bl[r.Target][r.Contract]
 		switch {
@@ -342,4 +350,40 @@ func (bl Baseline) Compare(d *Document) []Difference {
 		}
 	}
 	return diffs
+}
+
+// Gate is the baseline a run was gated with (durachk run --baseline): the
+// file and the verdicts it expected — as the run found them, or as
+// --update-baseline wrote them (Updated: "updated" or "created"). The exit
+// code, the JUnit file and the summary judge the results against it alike.
+type Gate struct {
+	Baseline string   `json:"baseline"`
+	Expected Baseline `json:"expected"`
+	Updated  string   `json:"updated,omitempty"`
+}
+
+// GateDifferences are the document's differences from the baseline it was
+// gated with; nil for a run without one.
+func (d *Document) GateDifferences() []Difference {
+	if d.Gate == nil {
+		return nil
+	}
+	return d.Gate.Expected.Compare(d)
+}
+
+// Measured reports whether some of diffs are results the run produced
+// (a gate failure: exit 1), rather than only expected results a partial run
+// did not reach.
+func Measured(diffs []Difference) bool {
+	return slices.ContainsFunc(diffs, func(d Difference) bool { return d.Got != "" })
+}
+
+// Expects returns the verdict the gate expects of target × contract, and
+// whether it names it.
+func (g *Gate) Expects(target, contract string) (contracts.Verdict, bool) {
+	if g == nil {
+		return "", false
+	}
+	v, ok := g.Expected[target][contract]
+	return v, ok
 }

@@ -14,6 +14,15 @@ import (
 // durachk.<target>, name the contract id). A violation is a failure with the
 // witness; an unknown verdict is an error of type unknown (never a pass); a
 // skipped verdict is skipped with its reason.
+//
+// A run gated by a baseline (Document.Gate) is judged as its gate judged it,
+// so that the check is red exactly when the gate fails: a verdict the
+// baseline expects is not a failure — a pass passes, and an expected
+// violation, unknown or skip is skipped, its message "expected by the
+// baseline: violation: …" and the witness in its output; every difference is
+// a failure of type baseline (a regression or an improvement, as the gate
+// prints it, with the witness of a violation); an expected result the run did
+// not produce is an error of type not_measured.
 
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
@@ -104,12 +113,29 @@ func WriteJUnit(w io.Writer, d *Document) error {
 		s := suite(r.Target)
 		ms := d.WallMS(i)
 		c := junitCase{Classname: "durachk." + r.Target, Name: r.Contract, Time: secs(ms)}
-		switch r.Verdict {
-		case contracts.Pass:
-		case contracts.Violated:
+		exp, listed := d.Gate.Expects(r.Target, r.Contract)
+		witness := ""
+		switch {
+		case d.Gate != nil && listed && exp == r.Verdict && r.Verdict != contracts.Pass:
+			// Accepted by the baseline: the gate passes it, so does the check.
+			c.Skipped = &junitSkipped{Message: oneLine("expected by the baseline: " + string(r.Verdict) + ": " + r.Reason)}
+			s.Skipped++
+			if r.Verdict == contracts.Violated {
+				witness = witnessText(r, 40)
+			}
+		case d.Gate != nil && (listed && exp != r.Verdict || !listed && (r.Verdict == contracts.Violated || r.Verdict == contracts.Unknown)):
+			diff := Difference{Target: r.Target, Contract: r.Contract, Expected: exp, Got: r.Verdict}
+			body := r.Reason
+			if r.Verdict == contracts.Violated {
+				body = witnessText(r, 40)
+			}
+			c.Failure = &junitProblem{Message: oneLine("baseline: " + diff.String() + reasonSuffix(r.Reason)), Type: "baseline", Body: body}
+			s.Failures++
+		case r.Verdict == contracts.Pass:
+		case r.Verdict == contracts.Violated:
 			c.Failure = &junitProblem{Message: oneLine(r.Reason), Type: "violation", Body: witnessText(r, 40)}
 			s.Failures++
-		case contracts.Skipped:
+		case r.Verdict == contracts.Skipped:
 			c.Skipped = &junitSkipped{Message: oneLine(r.Reason)}
 			s.Skipped++
 		default: // unknown, or anything this version does not know: never a pass
@@ -119,12 +145,26 @@ func WriteJUnit(w io.Writer, d *Document) error {
 		ev := d.EvidenceFor(r.Target, r.Contract)
 		c.SystemOut = fmt.Sprintf("claim: %s\nscenario: %s\nplanned faults: %s\nreproduce: %s\n", r.Claim, r.Scenario,
 			strings.Join(r.Planned, "; "), PasteCommand(ev.Reproduce, nil))
+		if witness != "" {
+			c.SystemOut += witness
+		}
 		if note := TrialsNote(r); note != "" {
 			c.SystemOut += "trials: " + note + "\n" + TrialsText(d, r)
 		}
 		s.Tests++
 		s.Cases = append(s.Cases, c)
 		suiteMS[r.Target] += ms
+	}
+	for _, diff := range d.GateDifferences() {
+		if diff.Got != "" {
+			continue
+		}
+		// Expected, and not reached by a run that stopped early.
+		s := suite(diff.Target)
+		s.Cases = append(s.Cases, junitCase{Classname: "durachk." + diff.Target, Name: diff.Contract, Time: "0.000",
+			Error: &junitProblem{Message: oneLine("baseline: " + diff.String()), Type: "not_measured", Body: diff.String()}})
+		s.Tests++
+		s.Errors++
 	}
 	if note := PartialNote(d); note != "" {
 		// A partial run is never green: one error says what is missing.
@@ -150,6 +190,14 @@ func WriteJUnit(w io.Writer, d *Document) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// reasonSuffix is ": reason", or "" without one.
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }
 
 func oneLine(s string) string {

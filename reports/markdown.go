@@ -26,6 +26,7 @@ func WriteMarkdown(w io.Writer, d *Document) error {
 	if note := PartialNote(d); note != "" {
 		fmt.Fprintf(&b, "> **⚠ %s.** The verdicts below are those it had; the missing contracts have none.\n\n", mdEscape(note))
 	}
+	b.WriteString(gateMarkdown(d))
 	m := NewMatrix([]*Document{d}, nil)
 	m.WorstFirst()
 	// The table may take at most half the budget.
@@ -158,4 +159,35 @@ func faultsApplied(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// maxGateLines bounds the differences the summary lists (result.json and
+// the run's output have every one).
+const maxGateLines = 50
+
+// gateMarkdown is the baseline gate's verdict over the run, as the gate
+// printed it: its summary line and one line per difference; "" for a run
+// without a baseline.
+func gateMarkdown(d *Document) string {
+	if d.Gate == nil {
+		return ""
+	}
+	var b strings.Builder
+	diffs := d.GateDifferences()
+	fmt.Fprintf(&b, "**%s** (`%s`", mdEscape(GateSummary(diffs)), mdCode(d.Gate.Baseline))
+	if d.Gate.Updated != "" {
+		fmt.Fprintf(&b, ", %s by this run", d.Gate.Updated)
+	}
+	b.WriteString(")\n\n")
+	for i, diff := range diffs {
+		if i == maxGateLines {
+			fmt.Fprintf(&b, "- … %d more\n", len(diffs)-i)
+			break
+		}
+		fmt.Fprintf(&b, "- %s\n", mdEscape(diff.String()))
+	}
+	if len(diffs) > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
 }

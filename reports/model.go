@@ -71,7 +71,10 @@ type Document struct {
 	// Exploration is what `durachk explore` counted beyond its results, for
 	// `durachk merge`; nil in the document of any other command.
 	Exploration *Exploration `json:"exploration,omitempty"`
-	Wall        Wall         `json:"wall"`
+	// Gate is the baseline the run was gated with (--baseline); nil
+	// without one.
+	Gate *Gate `json:"gate,omitempty"`
+	Wall Wall  `json:"wall"`
 
 	// Histories holds a sample of the history of each result (at most
 	// MaxHistoryOps operations: what the pictures are drawn from), keyed like

@@ -117,6 +117,15 @@ func (d *Document) Validate() error {
 			return bad("summary: %s = %d", v, n)
 		}
 	}
+	if g := d.Gate; g != nil {
+		for _, t := range g.Expected.targets() {
+			for _, c := range slices.Sorted(maps.Keys(g.Expected[t])) {
+				if v := g.Expected[t][c]; !contractIDRE.MatchString(c) || !validVerdict(v) {
+					return bad("gate: expected %s/%s %q: want a contract id and pass, violation, unknown or skipped", Clip(t), Clip(c), Clip(string(v)))
+				}
+			}
+		}
+	}
 	for k, ev := range d.Evidence {
 		if ev != nil && ev.Replay != nil {
 			if rp := ev.Replay; rp.Runs < 1 || rp.Reproduced < 0 || rp.NotAtRisk < 0 || rp.Other < 0 || rp.Reproduced+rp.NotAtRisk+rp.Other != rp.Runs {

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/runner"
 )
 
@@ -18,12 +21,17 @@ import (
 // runs main() with its arguments, so that a test sees exactly what a user
 // sees on stderr (library log lines included) and the process's exit code.
 func TestMain(m *testing.M) {
-	// First: the children of a real run it starts as durachk are this binary too.
+	// First: the children of a real run it starts as durachk are this binary
+	// too, its private NATS server included.
 	runner.ServeChildIfAsked()
+	natsserver.ServeIfAsked()
 	if os.Getenv("DURACHK_MAIN_TEST") == "1" {
 		main()
 		return
 	}
+	// The tests themselves end on SIGINT as go test's do (the interrupt
+	// package listens from its init, for main).
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	os.Exit(m.Run())
 }
 

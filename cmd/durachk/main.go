@@ -3,15 +3,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/cli"
+	"github.com/durachk/durachk/internal/interrupt"
 	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
@@ -93,15 +91,12 @@ func commandLine(args []string) string {
 }
 
 func run(args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// The first SIGINT or SIGTERM ends the work in flight and writes what the
-	// command has; a second one ends durachk at once (the signal's default
-	// action: what it leaves, `durachk cleanup` removes).
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
+	// command has; a second one ends durachk at once (what it leaves,
+	// `durachk cleanup` removes). Listened to from the interrupt package's
+	// init: a signal during the other packages' init is not lost.
+	ctx, stop := interrupt.Context()
+	defer stop()
 	root := &cobra.Command{
 		Use:           "durachk",
 		Short:         "Jepsen for your queue configuration",
@@ -148,7 +143,7 @@ func run(args []string) error {
 	f.IntVar(&o.Parallel, "parallel", 0, "contracts run at a time (default 8, fewer where their Postgres connections would pass 48; 1: one after the other)")
 	f.StringVar(&o.Out, "out", "durachk-out", "directory for result.json, histories/, junit.xml, summary.md, report.html")
 	f.StringVar(&o.Baseline, "baseline", "", "expected verdicts (target → contract → verdict, or a previous result.json): exit 0 when they match, 1 on a difference (a regression, or an improvement until the baseline expects it)")
-	f.BoolVar(&o.UpdateBaseline, "update-baseline", false, "after a complete run, rewrite the --baseline file to expect every verdict that differed (exit 0)")
+	f.BoolVar(&o.UpdateBaseline, "update-baseline", false, "after a complete run, rewrite the --baseline file to expect every verdict that differed, or create it from the run if it does not exist (exit 0); never from a partial run")
 	f.StringSliceVar(&o.Formats, "format", nil, "reports to write besides result.json: json, junit, md, html (default all)")
 
 	var so cli.RunOptions

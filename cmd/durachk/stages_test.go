@@ -22,9 +22,26 @@ import (
 	"github.com/durachk/durachk/reports"
 )
 
-// signalLimit is the contract: SIGINT or SIGTERM ends durachk within
+// signalLimit is the promise (README): SIGINT or SIGTERM ends durachk within
 // 2 s at every stage.
 const signalLimit = 2 * time.Second
+
+// signalTolerance is what the stage test allows beyond signalLimit, beside
+// two busy loops of its own on a 2-core machine: the test's own measurement
+// (the signal sent, the exit reaped) in the scheduler's queue.
+const signalTolerance = 250 * time.Millisecond
+
+// busyLoops starts n busy loops (yes > /dev/null) for the rest of the test.
+func busyLoops(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		y := exec.Command("yes")
+		if err := y.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = y.Process.Kill(); _ = y.Wait() })
+	}
+}
 
 // stageRun is durachk started for one stage of TestSIGINTAtEveryStage.
 type stageRun struct {
@@ -174,11 +191,13 @@ func descendant(t *testing.T, pid int, comm string, limit time.Duration) int {
 }
 
 // gone waits up to 5 s for process pid to end (a helper VM of a node may
-// halt by itself a moment after durachk), saying how long it took.
+// halt by itself a moment after durachk), saying how long it took. A zombie
+// is gone: dead, its parent killed with it, waiting for init to reap it
+// (here up to 1.4 s).
 func gone(t *testing.T, pid int) {
 	t.Helper()
 	began := time.Now()
-	for time.Since(began) < 5*time.Second && syscall.Kill(pid, 0) == nil {
+	for time.Since(began) < 5*time.Second && alive(pid) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if d := time.Since(began); d > 100*time.Millisecond {
@@ -186,14 +205,36 @@ func gone(t *testing.T, pid int) {
 	}
 }
 
+// skipUnlessPrivate skips t unless target's broker can run as a private
+// instance here (its server is installed).
+func skipUnlessPrivate(t *testing.T, target string) {
+	t.Helper()
+	spec, err := targets.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.CanKillBroker(spec); err != nil {
+		t.Skip(err)
+	}
+}
+
+// alive reports whether process pid runs (a zombie does not).
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil && procState(pid) != 'Z'
+}
+
 // TestSIGINTAtEveryStage: SIGINT ends durachk within 2 s at every stage of a
 // run — parsing, reaching its targets (a broker that does not answer),
-// starting a private broker or cluster, running on a real broker, running the embedded
-// target's virtual-clock runs (a thousand trials), writing its reports — with
-// what it has: exit 2 (interrupted) and result.json marked interrupted once
-// the run has begun.
+// starting a private broker of every kind (installing it: MariaDB's took
+// 2.6–3.6 s, its bootstrap server holding the installer's output) or cluster,
+// running on a real broker, running the embedded target's virtual-clock runs
+// (a thousand trials), writing its reports, and durachk atlas running a
+// profile — with what it has: exit 2 (interrupted) and result.json marked
+// interrupted once the run has begun. Beside two busy loops of its own: the
+// promise holds on a loaded machine (signalTolerance).
 func TestSIGINTAtEveryStage(t *testing.T) {
 	pg, redis, amqp := os.Getenv("DURACHK_PG_URL"), os.Getenv("DURACHK_REDIS_URL"), os.Getenv("DURACHK_AMQP_URL")
+	busyLoops(t, 2)
 	check := func(t *testing.T, s *stageRun, took time.Duration, code int, want ...int) {
 		t.Helper()
 		t.Logf("exit %d, %s after SIGINT", code, took.Round(time.Millisecond))
@@ -204,8 +245,8 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		if !ok {
 			t.Errorf("exit %d, want one of %v\n%s", code, want, s.output())
 		}
-		if took > signalLimit {
-			t.Errorf("durachk ended %s after SIGINT, want within %s\n%s", took.Round(time.Millisecond), signalLimit, s.output())
+		if took > signalLimit+signalTolerance {
+			t.Errorf("durachk ended %s after SIGINT, want within %s (+%s)\n%s", took.Round(time.Millisecond), signalLimit, signalTolerance, s.output())
 		}
 	}
 	interrupted := func(t *testing.T, dir string) *reports.Document {
@@ -263,28 +304,43 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		}
 	})
 
-	t.Run("starting a private broker", func(t *testing.T) {
-		if pg == "" || amqp == "" {
-			t.Skip("DURACHK_PG_URL or DURACHK_AMQP_URL is not set")
-		}
-		spec, err := targets.Parse(amqp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := targets.CanKillBroker(spec); err != nil {
-			t.Skip(err)
-		}
-		dir := t.TempDir()
-		s := startStage(t, "run", "--target", amqp, "--contract", "durability.ack", "--out", dir)
-		// RabbitMQ's node boots for seconds: the signal lands while it does.
-		beam := descendant(t, s.cmd.Process.Pid, "beam.smp", time.Minute)
-		took, code := s.interrupt(t)
-		check(t, s, took, code, cli.ExitUnknown)
-		interrupted(t, dir)
-		if gone(t, beam); syscall.Kill(beam, 0) == nil {
-			t.Errorf("the private node (pid %d) outlived durachk", beam)
-		}
-	})
+	// Each kind's private broker, the signal landing as the process named
+	// starts: RabbitMQ's node boots for seconds; MariaDB's and Postgres's
+	// installers run a bootstrap server of their own.
+	for _, pb := range []struct{ kind, env, comm string }{
+		{"amqp", "DURACHK_AMQP_URL", "beam.smp"},
+		{"mysql", "DURACHK_MYSQL_URL", "mariadbd"},
+		{"postgres", "DURACHK_PG_URL", "initdb"},
+		{"redis", "DURACHK_REDIS_URL", "redis-server"},
+		{"nats", "DURACHK_NATS_URL", ""},
+	} {
+		t.Run("starting a private "+pb.kind+" broker", func(t *testing.T) {
+			target := os.Getenv(pb.env)
+			if pg == "" || target == "" {
+				t.Skipf("DURACHK_PG_URL or %s is not set", pb.env)
+			}
+			skipUnlessPrivate(t, target)
+			dir := t.TempDir()
+			s := startStage(t, "run", "--target", target, "--contract", "durability.ack", "--out", dir)
+			var pid int
+			if pb.comm != "" {
+				pid = descendant(t, s.cmd.Process.Pid, pb.comm, time.Minute)
+			} else {
+				// NATS's private server is durachk itself (nats-server): it
+				// starts in milliseconds, so the signal lands as the run
+				// begins.
+				s.waitLine(t, "durachk: run ", time.Minute)
+			}
+			took, code := s.interrupt(t)
+			check(t, s, took, code, cli.ExitUnknown)
+			interrupted(t, dir)
+			if pid != 0 {
+				if gone(t, pid); alive(pid) {
+					t.Errorf("the private broker's %s (pid %d) outlived durachk", pb.comm, pid)
+				}
+			}
+		})
+	}
 
 	t.Run("starting a private cluster", func(t *testing.T) {
 		if pg == "" || amqp == "" {
@@ -294,13 +350,7 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		if strings.Contains(amqp, "?") {
 			target = amqp + "&queue-arguments.x-queue-type=quorum&private-cluster.nodes=3"
 		}
-		spec, err := targets.Parse(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := targets.CanKillBroker(spec); err != nil {
-			t.Skip(err)
-		}
+		skipUnlessPrivate(t, target)
 		dir := t.TempDir()
 		s := startStage(t, "run", "--target", target, "--contract", "durability.failover", "--out", dir)
 		// The seed node boots first, the others once it runs: seconds.
@@ -310,7 +360,7 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		check(t, s, took, code, cli.ExitUnknown)
 		interrupted(t, dir)
 		gone(t, beam)
-		if syscall.Kill(beam, 0) == nil {
+		if alive(beam) {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", beam))
 			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", beam))
 			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", beam))
@@ -344,6 +394,47 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 		// What ran is kept: the trials the contract had.
 		if len(doc.Results) != 1 || len(doc.Results[0].Trials) < 2 || !strings.Contains(doc.Results[0].Reason, "of 1000 trials") {
 			t.Errorf("%d results; want cancel.terminal with the trials it had, its reason saying so", len(doc.Results))
+		}
+	})
+
+	t.Run("atlas", func(t *testing.T) {
+		dir := t.TempDir()
+		profiles := filepath.Join(t.TempDir(), "profiles.yaml")
+		body := "format: durachk.atlas/v1\ncontracts: [cancel.terminal]\nprofiles:\n" +
+			"  - {name: first, broker: mem, choose: x, target: {url: mem}}\n  - {name: second, broker: mem, choose: x, target: {url: mem}}\n"
+		if err := os.WriteFile(profiles, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := startStage(t, "atlas", "-c", profiles, "--trials", "1000", "--out", dir)
+		s.waitLine(t, "durachk: atlas: profile 1 of 2", time.Minute)
+		time.Sleep(time.Second)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		interrupted(t, filepath.Join(dir, "first"))
+		if _, err := os.Stat(filepath.Join(dir, "second")); err == nil {
+			t.Error("the atlas went on to its second profile after SIGINT")
+		}
+	})
+
+	t.Run("atlas starting a private broker", func(t *testing.T) {
+		target := os.Getenv("DURACHK_MYSQL_URL")
+		if pg == "" || target == "" {
+			t.Skip("DURACHK_PG_URL or DURACHK_MYSQL_URL is not set")
+		}
+		skipUnlessPrivate(t, target)
+		dir := t.TempDir()
+		profiles := filepath.Join(t.TempDir(), "profiles.yaml")
+		body := "format: durachk.atlas/v1\ncontracts: [durability.ack]\nprofiles:\n" +
+			"  - {name: mariadb, broker: mariadb, choose: x, target: {url: \"" + target + "\"}}\n"
+		if err := os.WriteFile(profiles, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := startStage(t, "atlas", "-c", profiles, "--out", dir)
+		pid := descendant(t, s.cmd.Process.Pid, "mariadbd", time.Minute)
+		took, code := s.interrupt(t)
+		check(t, s, took, code, cli.ExitUnknown)
+		if gone(t, pid); alive(pid) {
+			t.Errorf("the private MariaDB (pid %d) outlived durachk atlas", pid)
 		}
 	})
 

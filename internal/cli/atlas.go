@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,7 +42,7 @@ type atlasFile struct {
 	Format    string                `yaml:"format"`
 	Title     string                `yaml:"title"`
 	Note      string                `yaml:"note"`
-	Seed      *uint64               `yaml:"seed"`
+	Seed      yaml.Node             `yaml:"seed"` // read exactly: atlasSeed
 	Contracts []string              `yaml:"contracts"`
 	Brokers   []reports.AtlasBroker `yaml:"brokers"`
 	Profiles  []atlasProfileFile    `yaml:"profiles"`
@@ -90,8 +92,10 @@ func loadAtlas(path string, only []string) (reports.AtlasIndex, []atlasProfile, 
 		return idx, nil, ConfigError(fmt.Errorf("%s: profiles: %v", path, err))
 	}
 	idx = reports.AtlasIndex{Schema: reports.AtlasSchema, Title: f.Title, Note: strings.TrimSpace(f.Note), Brokers: f.Brokers}
-	if f.Seed != nil {
-		idx.Seed = *f.Seed
+	if f.Seed.Kind != 0 {
+		if idx.Seed, err = atlasSeed(&f.Seed); err != nil {
+			return idx, nil, ConfigError(fmt.Errorf("%s: %w", path, err))
+		}
 	}
 	names := map[string]bool{}
 	var ps []atlasProfile
@@ -127,6 +131,12 @@ func loadAtlas(path string, only []string) (reports.AtlasIndex, []atlasProfile, 
 			p.NotRun = strings.TrimPrefix(err.Error(), "configuration: ")
 		case err != nil:
 			return idx, nil, ConfigError(fmt.Errorf("%s: %w", where, err))
+		default:
+			// Its kind, URL and knobs, before any profile runs (a bad knob
+			// of the fifth was reported once the first four had run).
+			if _, err := specName(u); err != nil {
+				return idx, nil, ConfigError(fmt.Errorf("%s (%s): %w", where, pf.Name, err))
+			}
 		}
 		p.url = u
 		ps = append(ps, p)
@@ -187,6 +197,16 @@ func AtlasWanted(path string, minTrials int) (reports.AtlasWant, error) {
 		w.Definitions = append(w.Definitions, reports.ProfileDef{Name: p.Name, Definition: p.Definition})
 	}
 	return w, nil
+}
+
+// atlasSeed reads the profiles file's seed as a decimal integer that fits
+// 64 bits: YAML decoding into a uint64 read 1.5 as 1 and 2^64 as 2^63.
+func atlasSeed(n *yaml.Node) (uint64, error) {
+	v, err := strconv.ParseUint(n.Value, 10, 64)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return 0, fmt.Errorf("line %d: seed %s: want a decimal integer from 0 to %d", n.Line, reports.Clip(cmp.Or(n.Value, "(not a number)")), uint64(math.MaxUint64))
+	}
+	return v, nil
 }
 
 // atlasTarget turns a profile's target mapping into its URL through the

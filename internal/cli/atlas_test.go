@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -362,5 +363,55 @@ func TestEveryDocumentedConfigurationHasAProfile(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Errorf("no doc names a configuration on a private broker: the check checked nothing")
+	}
+}
+
+// TestAtlasChecksEveryProfileFirst: a profile whose target cannot be
+// parsed (a knob its broker does not have, a mem setting that does not
+// exist) is exit 3 before any profile runs: the fifth's bad knob was
+// reported once the four before it had run.
+func TestAtlasChecksEveryProfileFirst(t *testing.T) {
+	for name, bad := range map[string]string{
+		"unknown redis knob": `{url: "redis://127.0.0.1:6379/0", no_such_knob: 1}`,
+		"unknown mem knob":   `{url: mem, fifo: "yes"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("format: durachk.atlas/v1\ncontracts: [retry.bounded]\nprofiles:\n")
+			for i := 1; i <= 4; i++ {
+				fmt.Fprintf(&b, "  - {name: m%d, broker: mem, choose: x, target: {url: mem}}\n", i)
+			}
+			fmt.Fprintf(&b, "  - {name: fifth, broker: x, choose: x, target: %s}\n", bad)
+			p := filepath.Join(t.TempDir(), "p.yaml")
+			os.WriteFile(p, []byte(b.String()), 0o644)
+			out := t.TempDir()
+			var stderr bytes.Buffer
+			err := Atlas(context.Background(), AtlasOptions{Profiles: p, Out: out}, &bytes.Buffer{}, &stderr)
+			if Code(err) != ExitConfig || !strings.Contains(err.Error(), "profiles[4] (fifth)") {
+				t.Fatalf("exit %d (%v), want 3 naming the fifth profile", Code(err), err)
+			}
+			if ran, _ := filepath.Glob(filepath.Join(out, "m*")); len(ran) > 0 || strings.Contains(stderr.String(), "profile 1 of 5") {
+				t.Errorf("profiles ran before the bad one was refused: %v\n%s", ran, stderr.String())
+			}
+		})
+	}
+}
+
+// TestAtlasSeedExact: the profiles file's seed is the one written, up to
+// 2^64-1, or exit 3: YAML read 1.5 as 1 and 2^64 as 2^63.
+func TestAtlasSeedExact(t *testing.T) {
+	file := func(seed string) string {
+		p := filepath.Join(t.TempDir(), "p.yaml")
+		os.WriteFile(p, []byte("format: durachk.atlas/v1\nseed: "+seed+"\ncontracts: [retry.bounded]\nprofiles:\n  - {name: m, broker: mem, choose: x, target: {url: mem}}\n"), 0o644)
+		return p
+	}
+	idx, _, err := loadAtlas(file("18446744073709551615"), nil)
+	if err != nil || idx.Seed != 18446744073709551615 {
+		t.Errorf("seed 2^64-1: %d (%v)", idx.Seed, err)
+	}
+	for _, seed := range []string{"1.5", "18446744073709551616", "1e3", "-1", "[1]"} {
+		if _, _, err := loadAtlas(file(seed), nil); Code(err) != ExitConfig || !strings.Contains(err.Error(), "want a decimal integer") {
+			t.Errorf("seed %s: %v (exit %d), want 3", seed, err, Code(err))
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,9 +235,7 @@ func verdictExit(v contracts.Verdict, reason string) error {
 // CheckResult judges every verdict of a run again from the histories and
 // final states its --out holds (reports.Rejudge), and says for each whether
 // it is the run's: the verdict, the violations with their witnesses, and for
-// a result its stats, metrics and cluster facts. Exit 1 when one differs, 3
-// when a file is missing or broken, else as for run over the verdicts judged
-// again.
+// a result its stats, metrics and cluster facts. Exit codes: rejudgedExit.
 func CheckResult(o CheckOptions, stdout io.Writer) error {
 	if o.History != "" || o.Final != "" || o.overrides() {
 		return ConfigError(fmt.Errorf("check --result: takes no history, --final or checker option: each verdict is judged with the files and options its run recorded"))
@@ -265,36 +264,55 @@ func CheckResult(o CheckOptions, stdout io.Writer) error {
 	} else {
 		writeRejudged(stdout, o.Result, rjs)
 	}
-	worst := contracts.Pass
-	var broken, differ []string
+	return rejudgedExit(doc, rjs)
+}
+
+// rejudgedExit is the exit of check --result: 3 when a file is missing or
+// broken; 1 when a verdict judged again differs from the run's, or a verdict
+// is a violation (judged again, or as the run judged it where nothing was
+// recorded to judge it from: an exploration's); else 2 when one is unknown,
+// the run is partial (interrupted, or stopped before its last result), or a
+// result that ran has nothing recorded to judge it again from; else 0. Every
+// result counts, whatever its order.
+func rejudgedExit(doc *reports.Document, rjs []reports.Rejudgement) error {
+	violated, unknown := false, false
+	var broken, differ, unjudged []string
 	for _, rj := range rjs {
 		name := rj.Target + " " + rj.Contract
 		if rj.Trial {
 			name += fmt.Sprintf(" (trial seed %d)", rj.Seed)
 		}
+		v := rj.Again.Verdict
 		switch {
 		case rj.Err != nil && !errors.Is(rj.Err, reports.ErrNotRecorded):
 			broken = append(broken, name+": "+rj.Err.Error())
+			continue
 		case rj.Err != nil:
+			// Nothing to judge again: the run's verdict stands, and a
+			// result that ran without its evidence cannot say pass.
+			v = rj.Run.Verdict
+			if v != contracts.Skipped {
+				unjudged = append(unjudged, name)
+			}
 		case rj.Differs != "":
 			differ = append(differ, name)
-		case rj.Again.Verdict == contracts.Violated:
-			worst = contracts.Violated
-		case rj.Again.Verdict == contracts.Unknown && worst != contracts.Violated:
-			worst = contracts.Unknown
 		}
+		violated = violated || v == contracts.Violated
+		unknown = unknown || v == contracts.Unknown
 	}
 	switch {
 	case len(broken) > 0:
 		return ConfigError(fmt.Errorf("check --result: %s", strings.Join(broken, "; ")))
 	case len(differ) > 0:
 		return &ExitError{Code: ExitViolation, Err: fmt.Errorf("judged again, %d verdict(s) differ from the run's: %s", len(differ), strings.Join(differ, ", "))}
-	}
-	switch worst {
-	case contracts.Violated:
+	case violated:
 		return &ExitError{Code: ExitViolation, Err: errors.New("violation, as the run judged it")}
-	case contracts.Unknown:
+	case unknown:
 		return &ExitError{Code: ExitUnknown, Err: errors.New("unknown, as the run judged it")}
+	case !doc.Complete:
+		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("the run is partial: %d of %d results (%s)", len(doc.Results), doc.Planned, cmp.Or(doc.Stopped, "it did not finish"))}
+	case len(unjudged) > 0:
+		return &ExitError{Code: ExitUnknown, Err: fmt.Errorf("%d verdict(s) have nothing recorded to judge them again from: %s", len(unjudged), strings.Join(unjudged, ", "))}
 	}
 	return nil
 }

@@ -79,6 +79,10 @@ type RunOptions struct {
 	Command        string   // the command line, for the report's reproduce line
 
 	envVars  map[string]string   // the config file's ${VAR}s with their values (specs)
+	// createBaseline: --update-baseline names a file that does not exist;
+	// a complete run creates it (checkRun).
+	createBaseline bool
+
 	placed   func(n int)         // told after each result is written (tests)
 	resolved []*target           // the targets, resolved already (tests)
 	plans    map[string]planInfo // the --plan contracts by id, from checkRun

@@ -309,6 +309,19 @@ func checkRun(o *RunOptions) ([]*contracts.Contract, reports.Baseline, error) {
 		}
 		return cs, nil, nil
 	}
+	if o.UpdateBaseline {
+		if _, err := os.Stat(o.Baseline); errors.Is(err, fs.ErrNotExist) {
+			// A first baseline: this run's verdicts, once it is complete.
+			if st, err := os.Stat(filepath.Dir(o.Baseline)); err != nil || !st.IsDir() {
+				return nil, nil, ConfigError(fmt.Errorf("--update-baseline %s: its directory %s does not exist", o.Baseline, filepath.Dir(o.Baseline)))
+			}
+			if _, err := targetNames(o); err != nil {
+				return nil, nil, err
+			}
+			o.createBaseline = true
+			return cs, nil, nil
+		}
+	}
 	if o.UpdateBaseline && reports.IsResultBaseline(o.Baseline) {
 		return nil, nil, ConfigError(fmt.Errorf("--update-baseline: %s is a result.json (a run's record, not rewritten): give a baseline file ({\"target\": {\"contract\": \"verdict\"}})", o.Baseline))
 	}
@@ -343,21 +356,30 @@ func targetNames(o *RunOptions) ([]string, error) {
 	}
 	var names []string
 	for _, spec := range ss {
-		if isMem(spec) {
-			t, err := resolveMem(spec)
-			if err != nil {
-				return nil, err
-			}
-			names = append(names, t.Name())
-			continue
-		}
-		s, err := targets.Parse(spec)
+		name, err := specName(spec)
 		if err != nil {
-			return nil, ConfigError(err)
+			return nil, err
 		}
-		names = append(names, s.Name)
+		names = append(names, name)
 	}
 	return names, nil
+}
+
+// specName checks a target spec as far as it can without reaching the
+// broker (its kind, URL and knobs) and returns the target's name.
+func specName(spec string) (string, error) {
+	if isMem(spec) {
+		t, err := resolveMem(spec)
+		if err != nil {
+			return "", err
+		}
+		return t.Name(), nil
+	}
+	s, err := targets.Parse(spec)
+	if err != nil {
+		return "", ConfigError(err)
+	}
+	return s.Name, nil
 }
 
 func isMem(spec string) bool { return spec == "mem" || strings.HasPrefix(spec, "mem?") }

@@ -411,8 +411,16 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 		doc.Stopped = "the run ended before its last result"
 	}
 	PrintTable(stdout, doc)
-	if err := WriteOutputs(doc, o.Out, formats); err != nil {
-		return ConfigError(err)
+	// The gate first: the reports judge the results as it does (the JUnit
+	// file is red exactly when the gate fails), against the baseline as
+	// --update-baseline leaves it.
+	var gateLines bytes.Buffer
+	err = verdictError(doc)
+	if baseline != nil || o.createBaseline {
+		err = gate(&gateLines, baseline, doc, o)
+	}
+	if werr := WriteOutputs(doc, o.Out, formats); werr != nil {
+		return ConfigError(werr)
 	}
 	fmt.Fprintf(stdout, "\nresult: %s\n", resultPath)
 	if !doc.Complete {
@@ -423,13 +431,9 @@ func Run(ctx context.Context, o RunOptions, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "durachk: job summary: %v\n", err)
 		}
 	}
+	_, _ = stdout.Write(gateLines.Bytes())
 	if runErr != nil && !doc.Interrupted {
 		return ConfigError(runErr)
-	}
-	if baseline != nil {
-		err = gate(stdout, stderr, baseline, doc, o)
-	} else {
-		err = verdictError(doc)
 	}
 	if !doc.Complete && Code(err) == ExitPass {
 		return incompleteError(doc)
@@ -690,6 +694,15 @@ func evaluateAll(ctx context.Context, next iter.Seq[task], o RunOptions, paralle
 			prog.start(tk.t.Name(), tk.c.ID)
 			go func() {
 				r, rec, err := evaluateTrial(ctx, tk.t, tk.c, o, tk.trial)
+				if err == nil && ctx.Err() != nil {
+					// It ended after the signal (or the error that stops
+					// the run): what it measured may be the interruption's
+					// doing (a target that gave up on a broker as its
+					// connections were cut reads unknown). Cut short, like
+					// the trials the signal found running: a run that
+					// was interrupted is never complete.
+					err = context.Cause(ctx)
+				}
 				results <- done{task: tk, r: r, rec: rec, err: err}
 			}()
 		}
@@ -884,32 +897,56 @@ func appendSummary(path string, doc *reports.Document) error {
 	return f.Close()
 }
 
-// gate compares the run with the baseline: one line per difference, exit 1
-// on any, 0 when every verdict is the expected one.
-func gate(stdout, stderr io.Writer, bl reports.Baseline, doc *reports.Document, o RunOptions) error {
+// gate compares the run with the baseline and records it in the document
+// (doc.Gate), writing the gate's lines to w: exit 1 on a difference in a
+// result the run has, 0 when every verdict is the expected one. A partial run
+// whose only differences are expected results it did not reach exits 2 (it
+// cannot say; Run: never 0). With --update-baseline a complete run rewrites
+// the file to expect what it measured, or creates it (o.createBaseline), and
+// passes; a partial run never touches the file.
+func gate(w io.Writer, bl reports.Baseline, doc *reports.Document, o RunOptions) error {
+	if o.createBaseline {
+		if !doc.Complete {
+			fmt.Fprintf(w, "baseline: %s not created: the run is partial\n", o.Baseline)
+			return verdictError(doc)
+		}
+		first := reports.BaselineOf(doc)
+		if err := first.Write(o.Baseline); err != nil {
+			return ConfigError(fmt.Errorf("--update-baseline: %w", err))
+		}
+		doc.Gate = &reports.Gate{Baseline: o.Baseline, Expected: first, Updated: "created"}
+		fmt.Fprintf(w, "baseline: created %s, expecting the %d verdict(s) of this run\n", o.Baseline, len(doc.Results))
+		return nil
+	}
+	doc.Gate = &reports.Gate{Baseline: o.Baseline, Expected: bl}
 	diffs := bl.Compare(doc)
-	fmt.Fprintln(stdout, reports.GateSummary(diffs))
+	fmt.Fprintln(w, reports.GateSummary(diffs))
 	if len(diffs) == 0 {
 		return nil
 	}
 	for _, d := range diffs {
-		fmt.Fprintln(stdout, d.String())
+		fmt.Fprintln(w, d.String())
 		for _, r := range doc.Results {
 			if r.Target == d.Target && r.Contract == d.Contract && len(r.Trials) > 1 {
-				fmt.Fprintf(stdout, "  %s\n%s", reports.TrialsNote(r), reports.TrialsText(doc, r))
+				fmt.Fprintf(w, "  %s\n%s", reports.TrialsNote(r), reports.TrialsText(doc, r))
 			}
 		}
 	}
 	if o.UpdateBaseline && doc.Complete {
 		// The verdicts measured become the expected ones: the gate passes.
-		if err := bl.Updated(diffs).Write(o.Baseline); err != nil {
+		updated := bl.Updated(diffs)
+		if err := updated.Write(o.Baseline); err != nil {
 			return ConfigError(fmt.Errorf("--update-baseline: %w", err))
 		}
-		fmt.Fprintf(stdout, "baseline: updated %s to expect the %d verdict(s) above\n", o.Baseline, len(diffs))
+		doc.Gate.Expected, doc.Gate.Updated = updated, "updated"
+		fmt.Fprintf(w, "baseline: updated %s to expect the %d verdict(s) above\n", o.Baseline, len(diffs))
 		return nil
 	}
 	if o.UpdateBaseline {
-		fmt.Fprintf(stdout, "baseline: %s not updated: the run is partial\n", o.Baseline)
+		fmt.Fprintf(w, "baseline: %s not updated: the run is partial\n", o.Baseline)
+	}
+	if !reports.Measured(diffs) {
+		return incompleteError(doc)
 	}
 	return &ExitError{Code: ExitViolation, Err: fmt.Errorf("%d verdict(s) differ from the baseline", len(diffs))}
 }

@@ -51,6 +51,11 @@ store: postgres://127.0.0.1:5432/test
 		{name: "list knob", yaml: "targets:\n  - url: redis://h\n    save: [a, b]\n", wantErr: "save: a list is not a knob"},
 		{name: "missing url", yaml: "targets:\n  - name: x\n", wantErr: "url is missing"},
 		{name: "bad seed", yaml: "seed: -1\n", wantErr: "seed"},
+		// Seeds are exact: the largest is kept, a fraction or one past it refused.
+		{name: "seed 2^64-1", yaml: "seed: 18446744073709551615\n", wantSeed: 18446744073709551615},
+		{name: "seed 1.5", yaml: "seed: 1.5\n", wantErr: `seed "1.5"`},
+		{name: "seed 2^64", yaml: "seed: 18446744073709551616\n", wantErr: `seed "18446744073709551616"`},
+		{name: "seed 1e3", yaml: "seed: 1e3\n", wantErr: `seed "1e3"`},
 		{name: "duplicate name", yaml: "targets:\n  - {name: a, url: mem}\n  - {name: a, url: mem}\n", wantErr: `"a" used twice`},
 	}
 	for _, tc := range tests {

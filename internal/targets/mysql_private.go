@@ -155,6 +155,7 @@ func (n *mariadbNode) install(ctx context.Context) error {
 		return err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	cancelGroup(cmd) // a SIGINT ends its server child too, at once
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("private mariadb: mariadb-install-db: %v: %s", err, lastLines(string(out), 4))
 	}

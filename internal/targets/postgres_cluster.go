@@ -321,6 +321,7 @@ func (c *pgCluster) asUser(ctx context.Context, stdin io.Reader, name string, ar
 	}
 	// It dies with durachk too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	cancelGroup(cmd) // a SIGINT ends its server child too, at once
 	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
 		for _, x := range []string{c.password, c.replPassword} {

@@ -72,6 +72,7 @@ func startPrivatePostgres(ctx context.Context, s Spec, dir string) (Instance, Sp
 	init := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile, "-E", "UTF8", "--no-sync")
 	init.Dir = dir
 	init.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	cancelGroup(init) // a SIGINT ends its server child too, at once
 	out, err := init.CombinedOutput()
 	os.Remove(pwfile)
 	if err != nil {
