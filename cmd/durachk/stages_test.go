@@ -322,15 +322,17 @@ func TestSIGINTAtEveryStage(t *testing.T) {
 			skipUnlessPrivate(t, target)
 			dir := t.TempDir()
 			s := startStage(t, "run", "--target", target, "--contract", "durability.ack", "--out", dir)
+			// The run's first line comes once its targets are reached: their
+			// settings read, and each local broker binary asked its version
+			// (redis-server --version, mariadbd --version), which a search
+			// for the process by name would take for the private broker.
+			s.waitLine(t, "durachk: run ", time.Minute)
 			var pid int
 			if pb.comm != "" {
 				pid = descendant(t, s.cmd.Process.Pid, pb.comm, time.Minute)
-			} else {
-				// NATS's private server is durachk itself (nats-server): it
-				// starts in milliseconds, so the signal lands as the run
-				// begins.
-				s.waitLine(t, "durachk: run ", time.Minute)
 			}
+			// NATS's private server is durachk itself (nats-server): it
+			// starts in milliseconds, so the signal lands as the run begins.
 			took, code := s.interrupt(t)
 			check(t, s, took, code, cli.ExitUnknown)
 			interrupted(t, dir)
