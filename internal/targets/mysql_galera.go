@@ -24,9 +24,9 @@ import (
 
 // A private MariaDB Galera cluster (private-cluster.galera_nodes=3): every
 // node a mariadbd of its own with the galera-4 provider, on its own loopback
-// address, with its group communication (gcomm), incremental state transfer
-// and state transfer (its server's own port) on that address. Every node takes writes;
-// clients use a node list through a proxy per node with spread=true, so that
+// address, with its group communication (gcomm) and incremental state
+// transfer ports on that address. Every node takes writes; clients use a
+// node list through a proxy per node with spread=true, so that
 // the workers' connections spread over the nodes. Galera's group
 // communication is peer to peer between the nodes' own addresses (a node
 // tells the others where it listens), so a partition cuts it in the kernel
@@ -53,9 +53,8 @@ import (
 // goes by mysqldump to the joiner's own server, as an account of the run's
 // with a password of its own (wsrep_sst_auth, set by the init file: never on
 // a command line): rsync's, the default, opens an rsync daemon on the
-// joiner that takes whatever anyone writes into its data directory (and
-// lets anyone read it), at every start of a cluster (n2 and n3 join n1 by a
-// full state transfer).
+// joiner, for as long as the transfer lasts, that takes whatever anyone
+// writes into its data directory and lets anyone read it.
 
 // galeraProvider is where Debian's galera-4 package puts the provider.
 var galeraProvider = "/usr/lib/galera/libgalera_smm.so"

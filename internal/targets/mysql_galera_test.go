@@ -60,7 +60,7 @@ func assertGaleraLockedDown(t *testing.T, c Cluster) {
 		startOutsider(t, gc, seed, "tls-own-cert", ownTLS(t, n1.user, n1.tls.ca)),
 	}
 	// Until every outsider gave up, the cluster has its members only (one
-	// without TLS took the first outsider in within 2 s).
+	// without TLS took the first outsider in within seconds).
 	joined := ""
 	deadline := time.Now().Add(time.Duration(queuetest.LoadFactor() * float64(60*time.Second)))
 	for joined == "" && time.Now().Before(deadline) && !allExited(outsiders) {
