@@ -108,6 +108,30 @@ func scrub(s string, secrets []string) string {
 	return s
 }
 
+// cleanupNeedsTarget is the error of `cleanup --run` without a target: what
+// a run left on its target is reached only through that target's URL,
+// credentials and control commands, none of which the run records (its
+// registry names the endpoint alone, which it says where it can).
+func cleanupNeedsTarget(ctx context.Context, runs []string) error {
+	for _, r := range runs {
+		if err := targets.CheckRunID(r); err != nil {
+			return ConfigError(err)
+		}
+	}
+	used := "its registry in the effect store names none"
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	eps, err := targets.RunTargets(lctx, targets.DefaultStoreURL(), runs)
+	switch {
+	case err != nil:
+		used = "its registry could not be read: " + scrub(err.Error(), reports.Secrets(targets.DefaultStoreURL()))
+	case len(eps) > 0:
+		used = "it used " + strings.Join(eps, ", ")
+	}
+	return ConfigError(fmt.Errorf("cleanup --run %s needs the target the run used, with --target URL or -c durachk.yaml (%s): what a run left is reached through its target's own URL, credentials and control commands, which the run does not record",
+		strings.Join(runs, " --run "), used))
+}
+
 // namedRunGrace is how long cleanup waits for a run it was named to release
 // its run lock (AwaitDead).
 const namedRunGrace = 10 * time.Second
@@ -121,6 +145,9 @@ const namedRunGrace = 10 * time.Second
 // those run ids and to the runs of the commands they name (the id `durachk
 // run` and `durachk explore` print: targets.RunsOf).
 func Cleanup(ctx context.Context, o RunOptions, runs []string, w io.Writer) error {
+	if len(runs) > 0 && len(o.Targets) == 0 && o.Config == "" {
+		return cleanupNeedsTarget(ctx, runs)
+	}
 	ss, store, err := specs(&o)
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,37 +22,12 @@ import (
 	"github.com/durachk/durachk/internal/targets"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
 // durachkBinary builds cmd/durachk once per test binary.
-func durachkBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "durachk-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "durachk")
-		if b, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/durachk").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
+func durachkBinary(t *testing.T) string { return runnertest.Binary(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
+	runnertest.RemoveBinary()
 	os.Exit(code)
 }
 

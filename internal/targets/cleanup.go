@@ -68,8 +68,10 @@ func Endpoint(s Spec) string {
 }
 
 // Cleanup removes what runs that are no longer live left behind for target s:
-// the run namespaces on its broker (the kind's Cleanup) and the effect-store
-// schemas of the runs registered for s's endpoint, or registered nowhere.
+// the faults they made on a broker they did not start and did not undo
+// (restoreRun: s's control commands undo them), the run namespaces on its
+// broker (the kind's Cleanup) and the effect-store schemas of the runs
+// registered for s's endpoint, or registered nowhere.
 // Store schemas of runs registered for another target are kept (their
 // namespace there is still to be removed) and said so. A run is live while it
 // holds its run lock (HoldRun); nothing of a live run is touched. It returns
@@ -114,6 +116,15 @@ func Cleanup(ctx context.Context, s Spec, runs []string) ([]string, error) {
 		}
 	}
 	var lines []string
+	// First what the runs faulted on a broker they did not start: its
+	// namespaces are reached through it.
+	for _, r := range scope.Runs {
+		restored, err := restoreRun(ctx, store, s, r.ID)
+		lines = append(lines, restored...)
+		if err != nil {
+			return lines, fmt.Errorf("cleanup: %s", scrubURL(err.Error(), s.URL)) // the registry stays: it says what is left
+		}
+	}
 	if k.Cleanup != nil {
 		removed, err := k.Cleanup(ctx, s, scope)
 		for _, r := range removed {

@@ -39,7 +39,8 @@ import (
 // Without control.status a RabbitMQ queue's leader is unknown: a plan that
 // picks "the primary" is unknown there. A node durachk killed is started
 // again, and a node it cut off or lagged is healed, at the heal and at the end
-// of the run whatever happens.
+// of the run whatever happens; a run killed before that left a record of
+// what to undo, which durachk cleanup undoes (restore.go).
 
 // externalNodes lists the nodes of s that have a kill, a start and an address.
 func externalNodes(s Spec) []string {
@@ -358,6 +359,9 @@ func (c *externalCluster) Kill(n string) error {
 	if !slices.Contains(c.nodes, n) {
 		return fmt.Errorf("existing cluster: no node %q", n)
 	}
+	if err := noteFault(c.s.RunID, n, ActionStart); err != nil {
+		return err
+	}
 	if err := RunControl(context.Background(), c.s, n, ActionKill); err != nil {
 		return err
 	}
@@ -379,6 +383,19 @@ func (c *externalCluster) Restart(ctx context.Context, n string) error {
 	if err := RunControl(ctx, c.s, n, ActionStart); err != nil {
 		return err
 	}
+	if err := c.awaitServing(ctx, n); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.down, n)
+	c.mu.Unlock()
+	noteUndone(c.s.RunID, n, ActionStart)
+	return nil
+}
+
+// awaitServing waits, up to the control timeout, until node n, just started,
+// serves its protocol.
+func (c *externalCluster) awaitServing(ctx context.Context, n string) error {
 	deadline := time.Now().Add(c.s.ControlTimeout())
 	for {
 		err := c.nodeReady(ctx, n)
@@ -394,9 +411,6 @@ func (c *externalCluster) Restart(ctx context.Context, n string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	c.mu.Lock()
-	delete(c.down, n)
-	c.mu.Unlock()
 	return nil
 }
 
@@ -426,6 +440,9 @@ func (c *externalCluster) Partition(nodes []string) error {
 		}
 	}
 	for _, n := range nodes {
+		if err := noteFault(c.s.RunID, n, ActionHeal); err != nil {
+			return err
+		}
 		c.mu.Lock()
 		if !slices.Contains(c.cut, n) {
 			c.cut = append(c.cut, n)
@@ -449,7 +466,11 @@ func (c *externalCluster) Heal() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, n := range cut {
-		errs = append(errs, RunControl(context.Background(), c.s, n, ActionHeal))
+		err := RunControl(context.Background(), c.s, n, ActionHeal)
+		if err == nil {
+			noteUndone(c.s.RunID, n, ActionHeal)
+		}
+		errs = append(errs, err)
 		if l := c.front[n]; l != nil {
 			l.Cut(false)
 		}
@@ -463,6 +484,9 @@ func (c laggingExternal) Lag(ctx context.Context, delay, jitter time.Duration) (
 	env := []string{fmt.Sprintf("DURACHK_LAG_DELAY_MS=%d", delay.Milliseconds()), fmt.Sprintf("DURACHK_LAG_JITTER_MS=%d", jitter.Milliseconds())}
 	var done []string
 	for _, n := range externalNodesWith(c.s, ActionLag, ActionUnlag) {
+		if err := noteFault(c.s.RunID, n, ActionUnlag); err != nil {
+			return done, err
+		}
 		c.mu.Lock()
 		if !slices.Contains(c.lagged, n) {
 			c.lagged = append(c.lagged, n)
@@ -486,7 +510,11 @@ func (c *externalCluster) unlag(ctx context.Context) error {
 	c.mu.Unlock()
 	var errs []error
 	for _, n := range lagged {
-		errs = append(errs, RunControl(ctx, c.s, n, ActionUnlag))
+		err := RunControl(ctx, c.s, n, ActionUnlag)
+		if err == nil {
+			noteUndone(c.s.RunID, n, ActionUnlag)
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -39,7 +39,9 @@ package targets
 // commands themselves are treated as credentials: redacted from URLs, kept
 // out of reports and out of the worker processes' configuration. With kill
 // and start the target can kill its broker (durability.ack runs on it); kill
-// is checked: the broker must stop answering.
+// is checked: the broker must stop answering. Before a kill or a pause the
+// run records what undoes it (restore.go), for durachk cleanup should the
+// run die first.
 
 import (
 	"context"
@@ -379,6 +381,9 @@ func (c *controlled) URL() string { return c.s.URL }
 // broker stops answering: a kill command that kills nothing would make every
 // acknowledged write survive.
 func (c *controlled) Kill() error {
+	if err := noteFault(c.s.RunID, "", ActionStart); err != nil {
+		return err
+	}
 	if err := RunControl(context.Background(), c.s, "", ActionKill); err != nil {
 		return err
 	}
@@ -403,6 +408,7 @@ func (c *controlled) Restart(ctx context.Context) error {
 		err := Ready(ctx, c.s)
 		if err == nil {
 			c.down = false
+			noteUndone(c.s.RunID, "", ActionStart)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -418,6 +424,9 @@ func (c *controlled) Restart(ctx context.Context) error {
 
 // Pause runs control.pause.
 func (c *controlled) Pause() error {
+	if err := noteFault(c.s.RunID, "", ActionResume); err != nil {
+		return err
+	}
 	if err := RunControl(context.Background(), c.s, "", ActionPause); err != nil {
 		return err
 	}
@@ -431,6 +440,7 @@ func (c *controlled) Resume() error {
 		return err
 	}
 	c.paused = false
+	noteUndone(c.s.RunID, "", ActionResume)
 	return nil
 }
 

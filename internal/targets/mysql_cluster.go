@@ -186,15 +186,16 @@ func startMySQLCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, Sp
 }
 
 // mysqlCred are a cluster's accounts: root (durachk's own queries), repl (the
-// replication links) and the clients' (no READ_ONLY ADMIN).
-type mysqlCred struct{ root, repl, client string }
+// replication links), the clients' (no READ_ONLY ADMIN) and, on Galera, the
+// state transfers' (sst, mysql_galera.go).
+type mysqlCred struct{ root, repl, client, sst string }
 
 const mysqlClientUser = "durachk"
 
 // clusterInit is the init file of a cluster node: its accounts, set again at
 // every start, never written to the binary log.
 func (c mysqlCred) initSQL() []string {
-	return []string{
+	out := []string{
 		"SET SESSION sql_log_bin = 0",
 		"CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '" + c.root + "'",
 		"ALTER USER 'root'@'%' IDENTIFIED BY '" + c.root + "'",
@@ -209,6 +210,10 @@ func (c mysqlCred) initSQL() []string {
 		"GRANT ALL PRIVILEGES ON *.* TO '" + mysqlClientUser + "'@'%'",
 		"REVOKE READ_ONLY ADMIN ON *.* FROM '" + mysqlClientUser + "'@'%'",
 	}
+	if c.sst != "" {
+		out = append(out, galeraSSTInit(c.sst)...)
+	}
+	return out
 }
 
 // clusterNode is a node of a replicated MariaDB topology.

@@ -121,6 +121,7 @@ func finalInspect(ctx context.Context, q adapters.Queue) (adapters.Inventory, er
 func TestMySQLGaleraTwoNodesLeaseOneJob(t *testing.T) {
 	cl, s := startMySQLClusterForTest(t, "mysql://root@127.0.0.1:3306/test?private-cluster.galera_nodes=3")
 	t.Logf("started in %s", cl.StartTime())
+	assertGaleraLockedDown(t, cl)
 	for _, interpolate := range []string{"true", "false"} {
 		t.Run("interpolateParams="+interpolate, func(t *testing.T) {
 			s := s
@@ -215,6 +216,8 @@ func galeraLeaseRace(t *testing.T, cl Cluster, s Spec, prepared bool) {
 
 // Every node killed at once (a crash of the whole cluster) comes back: the
 // most advanced node bootstraps it again, the others join, the queue is there.
+// Then a node that lost its state joins by a full state transfer
+// (assertGaleraSST).
 func TestMySQLGaleraWholeClusterCrash(t *testing.T) {
 	cl, s := startMySQLClusterForTest(t, "mysql://root@127.0.0.1:3306/test?private-cluster.galera_nodes=3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -248,4 +251,5 @@ func TestMySQLGaleraWholeClusterCrash(t *testing.T) {
 	if err != nil || len(inv.Queued) != 5 {
 		t.Errorf("after the crash of every node: %v, %v; want the 5 jobs (innodb_flush_log_at_trx_commit=1)", inv.Queued, err)
 	}
+	assertGaleraSST(t, cl)
 }

@@ -24,9 +24,9 @@ import (
 
 // A private MariaDB Galera cluster (private-cluster.galera_nodes=3): every
 // node a mariadbd of its own with the galera-4 provider, on its own loopback
-// address, with its group communication (gcomm), incremental state transfer
-// and rsync state transfer ports on that address. Every node takes writes;
-// clients use a node list through a proxy per node with spread=true, so that
+// address, with its group communication (gcomm) and incremental state
+// transfer ports on that address. Every node takes writes; clients use a
+// node list through a proxy per node with spread=true, so that
 // the workers' connections spread over the nodes. Galera's group
 // communication is peer to peer between the nodes' own addresses (a node
 // tells the others where it listens), so a partition cuts it in the kernel
@@ -41,6 +41,20 @@ import (
 // (mariadbd --wsrep-recover), then started with it; when no node runs, the
 // most advanced one bootstraps the cluster again (safe_to_bootstrap, the
 // documented recovery after a crash of every node) and the others join it.
+//
+// Members authenticate: gcomm has no password, and a mariadbd that knows the
+// cluster's name and a member's address (both on the nodes' command lines)
+// joined as a member and got the run's data by a state transfer. So the
+// group communication (and IST, which follows socket.ssl_*) runs over TLS
+// with a CA made for the run: every node presents a certificate it signed
+// and accepts only peers that do (writeTLS). The CA's key is never written,
+// so no other certificate can be made; the nodes' keys are in the run
+// directory, mode 0600, the servers' user's. A full state transfer (SST)
+// goes by mysqldump to the joiner's own server, as an account of the run's
+// with a password of its own (wsrep_sst_auth, set by the init file: never on
+// a command line): rsync's, the default, opens an rsync daemon on the
+// joiner, for as long as the transfer lasts, that takes whatever anyone
+// writes into its data directory and lets anyone read it.
 
 // galeraProvider is where Debian's galera-4 package puts the provider.
 var galeraProvider = "/usr/lib/galera/libgalera_smm.so"
@@ -52,20 +66,39 @@ func canStartGalera() error {
 	if _, err := os.Stat(galeraProvider); err != nil {
 		return fmt.Errorf("private galera: %s not found (install the galera-4 package)", galeraProvider)
 	}
-	if _, err := exec.LookPath("rsync"); err != nil {
-		return errors.New("private galera: rsync not found: state transfers use it (install the rsync package)")
+	for _, c := range []string{"mariadb", "mariadb-dump"} {
+		if _, err := exec.LookPath(c); err != nil {
+			return fmt.Errorf("private galera: %s not found: state transfers use it (install the mariadb-client package)", c)
+		}
 	}
 	return nil
+}
+
+// galeraSSTUser is the account the donor of a state transfer loads the
+// joiner's server as (mysqldump, wsrep_sst_method=mysqldump).
+const galeraSSTUser = "durachk_sst"
+
+// galeraSSTInit are the init file's statements that make the state transfer
+// account (it loads every database, the mysql schema's too) and tell the
+// server its password: the donor connects to the joiner with it.
+func galeraSSTInit(password string) []string {
+	return []string{
+		"CREATE USER IF NOT EXISTS '" + galeraSSTUser + "'@'%' IDENTIFIED BY '" + password + "'",
+		"ALTER USER '" + galeraSSTUser + "'@'%' IDENTIFIED BY '" + password + "'",
+		"GRANT ALL PRIVILEGES ON *.* TO '" + galeraSSTUser + "'@'%'",
+		"SET GLOBAL wsrep_sst_auth = '" + galeraSSTUser + ":" + password + "'",
+	}
 }
 
 // galeraNode is a node with its Galera ports and how it starts next.
 type galeraNode struct {
 	clusterNode
-	lazy            *lazyfs.Remote // the node's machine's disk, where a crash is a power loss
-	lazyMnt         string         // its mount point and its backing directory (+"-lazyfs")
-	gcomm, ist, sst int
-	bootstrap       bool   // next start: --wsrep-new-cluster
-	startPos        string // next start: --wsrep-start-position
+	lazy       *lazyfs.Remote // the node's machine's disk, where a crash is a power loss
+	lazyMnt    string         // its mount point and its backing directory (+"-lazyfs")
+	gcomm, ist int
+	bootstrap  bool   // next start: --wsrep-new-cluster
+	startPos   string // next start: --wsrep-start-position
+	tls        tlsFiles
 }
 
 func (n *galeraNode) gcommAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.gcomm)) }
@@ -92,7 +125,7 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 	}
 	bins, _ := findMariaDB()
 	c := &galeraCluster{clusterNodes: clusterNodes[*galeraNode]{kind: "galera cluster"}, env: env, prof: mysqlClusterShape(s), bins: bins, name: "durachk-" + env.RunID, nft: newNFTTable(env.RunID),
-		cred: mysqlCred{root: Secret(16), repl: Secret(16), client: Secret(16)}}
+		cred: mysqlCred{root: Secret(16), repl: Secret(16), client: Secret(16), sst: Secret(16)}}
 	user := ""
 	if cred, err := Credential("mysql"); err != nil {
 		return nil, s, err
@@ -115,8 +148,14 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 		env.logf("    %s: %s", what, time.Since(step).Round(time.Millisecond))
 		step = time.Now()
 	}
-	for i, name := range nodeNames(c.prof.galera) {
-		n := &galeraNode{clusterNode: clusterNode{name: name, link: faults.NodeLink(name)}}
+	names := nodeNames(c.prof.galera)
+	tls, err := writeTLS(filepath.Join(env.Dir, "galera-tls"), user, names)
+	if err != nil {
+		return nil, s, fmt.Errorf("private galera: certificates: %w", err)
+	}
+	lap("certificates")
+	for i, name := range names {
+		n := &galeraNode{clusterNode: clusterNode{name: name, link: faults.NodeLink(name)}, tls: tls[name]}
 		n.mariadbNode = mariadbNode{dir: filepath.Join(env.Dir, "galera-"+name), ip: fmt.Sprintf("%s.%d", c.claim.block, 11+i),
 			user: user, password: c.cred.root, bins: bins}
 		if c.prof.powerLoss {
@@ -124,7 +163,7 @@ func startGaleraCluster(ctx context.Context, s Spec, env ClusterEnv) (Cluster, S
 				return nil, s, err
 			}
 		}
-		for _, p := range []*int{&n.port, &n.gcomm, &n.ist, &n.sst} {
+		for _, p := range []*int{&n.port, &n.gcomm, &n.ist} {
 			if *p, err = FreePortOn(n.ip); err != nil {
 				return nil, s, err
 			}
@@ -244,11 +283,12 @@ func (c *galeraCluster) galeraArgs(n *galeraNode, peers []string) []string {
 		"evs.keepalive_period=PT0.5S", "evs.suspect_timeout=PT2S", "evs.inactive_timeout=PT4S", "evs.inactive_check_period=PT0.5S",
 		"evs.install_timeout=PT4S", "gmcast.peer_timeout=PT2S", "pc.announce_timeout=PT1S", "gcache.size=64M",
 	}
+	opts = append(opts, n.tls.providerOptions()...)
 	args := append(c.prof.node.args(),
 		"--wsrep-on=ON", "--wsrep-provider="+galeraProvider, "--wsrep-cluster-name="+c.name, "--wsrep-node-name="+n.name,
 		"--wsrep-node-address="+n.ip, "--wsrep-cluster-address=gcomm://"+strings.Join(peers, ","),
 		"--wsrep-provider-options="+strings.Join(opts, ";"),
-		"--wsrep-sst-method=rsync", "--wsrep-sst-receive-address="+net.JoinHostPort(n.ip, strconv.Itoa(n.sst)),
+		"--wsrep-sst-method=mysqldump", "--wsrep-sst-receive-address="+n.addr(),
 		"--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--default-storage-engine=InnoDB", "--wsrep-slave-threads=1")
 	return args
 }
@@ -301,7 +341,7 @@ func (c *galeraCluster) makeSeed(ctx context.Context, user string) (*mysqlSeed, 
 		return nil, err
 	}
 	n1 := c.nodes[0]
-	sn := &galeraNode{clusterNode: clusterNode{name: "seed"}, gcomm: n1.gcomm, ist: n1.ist, sst: n1.sst}
+	sn := &galeraNode{clusterNode: clusterNode{name: "seed"}, gcomm: n1.gcomm, ist: n1.ist, tls: n1.tls}
 	sn.mariadbNode = mariadbNode{dir: filepath.Dir(seed.dir), ip: n1.ip, port: n1.port, user: user, password: c.cred.root, bins: c.bins}
 	if err := writeInit(&sn.mariadbNode, c.cred); err != nil {
 		return nil, err
@@ -590,7 +630,7 @@ func (c *galeraCluster) Stop() error {
 		}
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
-	errs = append(errs, os.RemoveAll(filepath.Join(c.env.Dir, "galera-seed")))
+	errs = append(errs, os.RemoveAll(filepath.Join(c.env.Dir, "galera-seed")), os.RemoveAll(filepath.Join(c.env.Dir, "galera-tls")))
 	c.claim.release()
 	return errors.Join(errs...)
 }

@@ -128,6 +128,8 @@ func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 	for _, q := range []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + schema,
 		`CREATE TABLE IF NOT EXISTS ` + schema + `.` + registryTable + ` (kind text NOT NULL, endpoint text NOT NULL, options jsonb NOT NULL, started timestamptz NOT NULL DEFAULT now(), parent text NOT NULL DEFAULT '')`,
+		// What the run must undo on a broker it did not start (restore.go).
+		`CREATE TABLE IF NOT EXISTS ` + schema + `.` + faultsTable + ` (node text NOT NULL, undo text NOT NULL, PRIMARY KEY (node, undo))`,
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			_ = tx.Rollback(ctx)
@@ -141,7 +143,16 @@ func HoldRun(ctx context.Context, s Spec) (release func(), err error) {
 	if err := tx.Commit(ctx); err != nil {
 		return fail(err)
 	}
+	h := &heldRun{schema: s.StoreSchema(), exec: func(ctx context.Context, sql string, args ...any) error {
+		_, err := conn.Exec(ctx, sql, args...)
+		return err
+	}}
+	held.Store(s.RunID, h)
 	return func() {
+		held.Delete(s.RunID)
+		h.mu.Lock()
+		h.gone = true
+		h.mu.Unlock()
 		// Unlocked before the session closes: a closed session's lock goes
 		// only once its backend has processed the goodbye, and a cleanup
 		// right after the run (on a loaded server) would still find the run
@@ -247,6 +258,36 @@ func RunsOf(ctx context.Context, storeURL string, parents []string) ([]string, e
 			// No registry, or one from before parents were recorded.
 		default:
 			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+	}
+	return out, nil
+}
+
+// RunTargets returns the endpoints (Endpoint) that the runs ids, and the
+// runs whose parent is one of them (RunsOf), registered in the effect store
+// at storeURL, in order, each once: what `durachk cleanup --run` needs named.
+func RunTargets(ctx context.Context, storeURL string, ids []string) ([]string, error) {
+	kids, err := RunsOf(ctx, storeURL, ids)
+	if err != nil {
+		return nil, err
+	}
+	db, err := pgdb.Open(ctx, storeURL, pgdb.Options{MaxConns: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var out []string
+	for _, id := range append(slices.Clone(ids), kids...) {
+		var ep string
+		err := db.Pool.QueryRow(ctx, `SELECT endpoint FROM `+pgdb.Ident("durachk_"+id, registryTable)+` LIMIT 1`).Scan(&ep)
+		switch {
+		case err == nil:
+			if !slices.Contains(out, ep) {
+				out = append(out, ep)
+			}
+		case strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "no rows"):
+		default:
+			return nil, fmt.Errorf("read the registry of run %s: %w", id, err)
 		}
 	}
 	return out, nil

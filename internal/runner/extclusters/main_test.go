@@ -11,13 +11,16 @@ import (
 
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/internal/runner/clustertest"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 )
 
 // TestMain lets the test binary play `durachk worker`: the runner re-executes
 // its own binary for every child process.
 func TestMain(m *testing.M) {
 	runner.ServeChildIfAsked()
-	os.Exit(m.Run())
+	code := m.Run()
+	runnertest.RemoveBinary()
+	os.Exit(code)
 }
 
 var evaluateCluster = clustertest.Evaluate
