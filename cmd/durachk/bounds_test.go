@@ -42,12 +42,12 @@ func commands(t *testing.T, dir string) []string {
 var numericFlag = regexp.MustCompile(`^\s+(?:-\w, )?--([a-z-]+) (int|uint|duration|string)\s`)
 
 // TestNumericFlagsBounded: every numeric flag of every command has a bound
-// in cli.Bounds (seeds: their parser's), written in README's bounds table;
+// in cli.Bounds (seeds: their parser's), written in docs/commands.md's bounds table;
 // a value just outside it, either side, is exit 3 with one line naming the
 // flag, before anything runs (no output, no --out directory).
 func TestNumericFlagsBounded(t *testing.T) {
 	dir := t.TempDir()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "commands.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestNumericFlagsBounded(t *testing.T) {
 			}
 			seen[cmd+" --"+name] = true
 			if !documented(string(readme), cmd, name, b.String()) {
-				t.Errorf("README's bounds table has no row for %s `--%s` with %q", cmd, name, b.String())
+				t.Errorf("docs/commands.md's bounds table has no row for %s `--%s` with %q", cmd, name, b.String())
 			}
 			lo := b.Min - 1
 			if lo == 0 && b.Zero != "" {

@@ -78,7 +78,7 @@ type RunOptions struct {
 	Format         string   // list, doctor: what they print, text (default) or json
 	Command        string   // the command line, for the report's reproduce line
 
-	envVars  map[string]string   // the config file's ${VAR}s with their values (specs)
+	envVars map[string]string // the config file's ${VAR}s with their values (specs)
 	// createBaseline: --update-baseline names a file that does not exist;
 	// a complete run creates it (checkRun).
 	createBaseline bool

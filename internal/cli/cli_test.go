@@ -20,7 +20,7 @@ import (
 	"github.com/durachk/durachk/reports"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's generated results section")
+var update = flag.Bool("update", false, "rewrite docs/results.md's generated table")
 
 func runCLI(t *testing.T, o RunOptions) (string, string, error) {
 	t.Helper()
@@ -263,7 +263,7 @@ func TestReadmeResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", "README.md")
+	path := filepath.Join("..", "..", "docs", "results.md")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +275,7 @@ func TestReadmeResults(t *testing.T) {
 		return
 	}
 	if got := ReadmeSection(string(b)); got != section {
-		t.Errorf("README.md's results table differs from what the code produces today; run\n  go test ./internal/cli -run TestReadmeResults -update\nwant:\n%s\ngot:\n%s", section, got)
+		t.Errorf("docs/results.md's table differs from what the code produces today; run\n  go test ./internal/cli -run TestReadmeResults -update\nwant:\n%s\ngot:\n%s", section, got)
 	}
 }
 

@@ -8,13 +8,13 @@ import (
 	"github.com/durachk/durachk/contracts"
 )
 
-// README markers around the generated results table.
+// Markers around the generated results table of docs/results.md.
 const (
 	ReadmeBegin = "<!-- results:begin -->"
 	ReadmeEnd   = "<!-- results:end -->"
 )
 
-// ReadmeResults is the README's results section: the whole catalogue and the
+// ReadmeResults is docs/results.md's table: the whole catalogue and the
 // seed scenarios on the embedded target with seed 1, as the code produces it
 // today, with the seed design's columns.
 func ReadmeResults(ctx context.Context) (string, error) {
@@ -47,12 +47,12 @@ func ReadmeResults(ctx context.Context) (string, error) {
 }
 
 // ReplaceReadmeResults puts section between the markers of readme, or, if the
-// README has none yet, appends it under "## Results on the embedded target".
+// page has none yet, appends it.
 func ReplaceReadmeResults(readme, section string) string {
 	i := strings.Index(readme, ReadmeBegin)
 	j := strings.Index(readme, ReadmeEnd)
 	if i < 0 || j < i {
-		return strings.TrimRight(readme, "\n") + "\n\n## Results on the embedded target\n\n" + section + "\n"
+		return strings.TrimRight(readme, "\n") + "\n\n" + section + "\n"
 	}
 	return readme[:i] + section + readme[j+len(ReadmeEnd):]
 }
