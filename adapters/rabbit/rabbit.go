@@ -15,7 +15,8 @@
 //   - Enqueue is basic.publish (mandatory, persistent by default) on a channel in
 //     confirm mode; it returns nil once the broker confirmed it. A lost connection
 //     before the confirm is adapters.ErrAmbiguous; an unroutable message
-//     (basic.return) is adapters.ErrUnavailable.
+//     (basic.return, its queue missing) is adapters.ErrUnavailable; a message
+//     returned although its queue exists is adapters.ErrAmbiguous.
 //   - Lease is basic.get with manual acks (or, with Options.Prefetch > 0, a
 //     consumer with basic.qos prefetch). RabbitMQ has no per-message lease: an
 //     unacked message goes back to the queue when the channel or connection that
@@ -616,8 +617,17 @@ func (q *Queue) publish(ctx context.Context, c *conn, queue string, msg amqp.Pub
 	}
 	select {
 	case r := <-c.returns:
-		// A return precedes the confirm on the channel: the message reached no queue.
-		return fmt.Errorf("%w: unroutable (%d %s)", adapters.ErrUnavailable, r.ReplyCode, r.ReplyText)
+		// A return precedes the confirm on the channel. It is definite only
+		// when routing found no queue: RabbitMQ also returns a mandatory
+		// message whose queue went down before confirming it (the channel's
+		// handling of a publishing queue's exit), and such a message may be
+		// in the queue after all (seen on a quorum queue under a partition:
+		// a job delivered after its only enqueue was returned).
+		if queueMissing(c, queue) {
+			return fmt.Errorf("%w: unroutable (%d %s)", adapters.ErrUnavailable, r.ReplyCode, r.ReplyText)
+		}
+		c.broken.Store(true)
+		return fmt.Errorf("%w: returned (%d %s) although its queue exists: its queue may have gone down holding it", adapters.ErrAmbiguous, r.ReplyCode, r.ReplyText)
 	default:
 	}
 	if !acked {
@@ -1022,6 +1032,20 @@ func (q *Queue) passive(c *conn, queue string) (int, int, error) {
 		return 0, 0, q.unavailable(err)
 	}
 	return st.Messages, st.Consumers, nil
+}
+
+// queueMissing reports whether the broker answered a passive declare of queue
+// with 404 NOT_FOUND, on a channel of its own (the 404 closes it). Any other
+// answer, a failure included, is not proof that the queue is missing.
+func queueMissing(c *conn, queue string) bool {
+	ch, err := c.c.Channel()
+	if err != nil {
+		return false
+	}
+	defer ch.Close()
+	_, err = ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	var e *amqp.Error
+	return errors.As(err, &e) && e.Code == amqp.NotFound
 }
 
 // browse names the ready messages of queue by taking them all on a channel of

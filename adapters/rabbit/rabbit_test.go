@@ -663,3 +663,31 @@ func TestPingDeliversNothing(t *testing.T) {
 		t.Errorf("after an Inspect that browsed the queue the job's first lease is attempt %d, want more than 1", d.Attempt)
 	}
 }
+
+// A return is a definite failure only when routing found no queue: RabbitMQ
+// also returns a mandatory message whose queue went down before confirming
+// it, and that message may be in the queue after all.
+func TestReturnIsDefiniteOnlyForAMissingQueue(t *testing.T) {
+	q := newQueue(t, classic)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	missing := q.names.main + ".missing"
+	err := q.do(ctx, func(c *conn) error {
+		for _, tc := range []struct {
+			queue string
+			want  bool
+		}{{q.names.main, false}, {missing, true}} {
+			if got := queueMissing(c, tc.queue); got != tc.want {
+				t.Errorf("queueMissing(%s) = %v, want %v", tc.queue, got, tc.want)
+			}
+		}
+		return q.publish(ctx, c, missing, amqp.Publishing{Body: []byte("{}")})
+	})
+	if !errors.Is(err, adapters.ErrUnavailable) || errors.Is(err, adapters.ErrAmbiguous) {
+		t.Fatalf("publish to a missing queue = %v, want ErrUnavailable (definite)", err)
+	}
+	// The connection still serves: the 404 closed only the probe's channel.
+	if err := q.Enqueue(ctx, job("a")); err != nil {
+		t.Fatalf("enqueue after the return: %v", err)
+	}
+}

@@ -95,6 +95,14 @@ func SeekPasses(t testing.TB, what string, n int, run func(seed uint64) contract
 	if violated != nil {
 		for _, v := range violated.Violations {
 			t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
+			// The witness, so that a failure seen once in CI can be read
+			// without its history (which the test's directory takes away).
+			for _, b := range v.Because {
+				t.Logf("    because %s", b)
+			}
+			for _, op := range v.Witness {
+				t.Logf("    %+v", op)
+			}
 		}
 		t.Fatalf("%s, seed %d: violation (%s), want pass", what, violated.Seed, violated.Reason)
 	}
