@@ -423,6 +423,13 @@ func TestGateWorkflow(t *testing.T) {
 		t.Fatalf("result.json has no durability.power-loss")
 		return contracts.Result{}
 	}
+	// summary: the job summary (durachk appends its own) says want.
+	summary := func(t *testing.T, j *job, want string) {
+		b, _ := os.ReadFile(j.env["GITHUB_STEP_SUMMARY"])
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the job summary does not say %q:\n%s", want, tail(string(b), 20))
+		}
+	}
 	settingFrom := func(t *testing.T, j *job, want string) {
 		if !strings.Contains(j.stdout.String(), want) {
 			t.Errorf("the run does not name the private instance's setting %q:\n%s", want, tail(j.stdout.String(), 30))
@@ -443,6 +450,7 @@ func TestGateWorkflow(t *testing.T) {
 		}
 		_, ju := read(t, ws)
 		agree(t, j, ju)
+		summary(t, j, "commit it")
 	})
 	t.Run("appendfsync always passes", func(t *testing.T) {
 		j, ws := run(t, always, true)
@@ -487,5 +495,6 @@ func TestGateWorkflow(t *testing.T) {
 			t.Errorf("JUnit does not fail durability.power-loss")
 		}
 		settingFrom(t, j, "appendfsync=everysec (server)")
+		summary(t, j, "durability.power-loss")
 	})
 }
