@@ -1,7 +1,7 @@
 // Package compose holds the docker-compose setup for users (no Go code); its test
 // checks, without a Docker engine, what README.md promises about it, and that
-// docker-compose.yml, durachk.yaml, ../examples/baseline.json and
-// ../examples/github-actions.yml stay consistent with each other (and
+// docker-compose.yml, durachk.yaml and ../examples/baseline.json stay
+// consistent with each other (and
 // clusters.yml, clusters.yaml and ../examples/clusters-baseline.json:
 // clusters_test.go).
 package compose
@@ -346,100 +346,5 @@ func TestExampleBaseline(t *testing.T) {
 	}
 }
 
-type workflow struct {
-	Permissions map[string]string `yaml:"permissions"`
-	Jobs        map[string]struct {
-		RunsOn string `yaml:"runs-on"`
-		Steps  []struct {
-			Name string         `yaml:"name"`
-			Uses string         `yaml:"uses"`
-			Run  string         `yaml:"run"`
-			With map[string]any `yaml:"with"`
-			If   string         `yaml:"if"`
-		} `yaml:"steps"`
-	} `yaml:"jobs"`
-}
-
-var (
-	pinnedAction  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[0-9a-f]{40}$`)
-	versionRemark = regexp.MustCompile(`@[0-9a-f]{40} # v[0-9]+\.[0-9]+\.[0-9]+$`)
-)
-
-// TestWorkflow: the example workflow can publish what it promises and runs
-// the same thing every time: permissions for the JUnit check, every action
-// pinned to a commit (its release tag in a comment), no @latest, Go from
-// go.mod, the gate over compose/ with examples/baseline.json, the evidence
-// uploaded.
-func TestWorkflow(t *testing.T) {
-	raw, err := os.ReadFile("../examples/github-actions.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w workflow
-	if err := yaml.Unmarshal(raw, &w); err != nil {
-		t.Fatalf("github-actions.yml: %v", err)
-	}
-	if w.Permissions["contents"] != "read" || w.Permissions["checks"] != "write" || len(w.Permissions) != 2 {
-		t.Errorf("permissions %v, want exactly contents: read and checks: write", w.Permissions)
-	}
-	if strings.Contains(string(raw), "@latest") {
-		t.Errorf("github-actions.yml installs something @latest")
-	}
-	lines := strings.Split(string(raw), "\n")
-	var uses, runs []string
-	var junit, upload, setupGo bool
-	for name, job := range w.Jobs {
-		if strings.Contains(job.RunsOn, "latest") {
-			t.Errorf("job %s runs on %q: pin the runner image", name, job.RunsOn)
-		}
-		for _, s := range job.Steps {
-			runs = append(runs, s.Run)
-			if s.Uses == "" {
-				continue
-			}
-			uses = append(uses, s.Uses)
-			if !pinnedAction.MatchString(s.Uses) {
-				t.Errorf("step %q: uses %q is not pinned to a commit", s.Name, s.Uses)
-			}
-			remark := false
-			for _, l := range lines {
-				if strings.Contains(l, "uses: "+s.Uses) && versionRemark.MatchString(strings.TrimSpace(l)) {
-					remark = true
-				}
-			}
-			if !remark {
-				t.Errorf("step %q: uses %q without its release tag in a comment (# vX.Y.Z)", s.Name, s.Uses)
-			}
-			action, _, _ := strings.Cut(s.Uses, "@")
-			switch action {
-			case "mikepenz/action-junit-report":
-				junit = s.With["report_paths"] == "durachk-out/junit.xml"
-			case "actions/upload-artifact":
-				p, _ := s.With["path"].(string)
-				upload = strings.Contains(p, "durachk-out/report.html") && strings.Contains(p, "durachk-out/junit.xml")
-			case "actions/setup-go":
-				setupGo = s.With["go-version-file"] == "go.mod"
-			}
-		}
-	}
-	if !junit || !upload || !setupGo {
-		t.Errorf("junit published %v, report.html and junit.xml uploaded %v, Go from go.mod %v: want all", junit, upload, setupGo)
-	}
-	all := strings.Join(runs, "\n")
-	for _, want := range []string{
-		"docker compose -f compose/docker-compose.yml up -d --wait",
-		"-c compose/durachk.yaml",
-		"--baseline examples/baseline.json",
-		"--out durachk-out",
-		"GITHUB_STEP_SUMMARY",
-	} {
-		if !strings.Contains(all, want) {
-			t.Errorf("no step runs %q", want)
-		}
-	}
-	for _, f := range []string{"docker-compose.yml", "durachk.yaml", "../examples/baseline.json", "../go.mod"} {
-		if _, err := os.Stat(f); err != nil {
-			t.Errorf("the workflow needs %s: %v", f, err)
-		}
-	}
-}
+// pinnedAction is a third-party action pinned to a commit.
+var pinnedAction = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[0-9a-f]{40}$`)

@@ -62,6 +62,7 @@ func TestShardsWorkflow(t *testing.T) {
 	}
 	var explore, mergeRun string
 	uploads := map[string]string{}
+	brokers := map[string]any{}
 	for name, job := range w.Jobs {
 		if strings.Contains(job.RunsOn, "latest") {
 			t.Errorf("job %s runs on %q: pin the runner image", name, job.RunsOn)
@@ -73,8 +74,11 @@ func TestShardsWorkflow(t *testing.T) {
 			if strings.Contains(s.Run, "durachk merge") {
 				mergeRun = s.Run
 			}
-			if s.Uses == "" {
-				continue
+			if strings.HasPrefix(s.Uses, "durachk/durachk@") {
+				brokers[name] = s.With["brokers"]
+			}
+			if s.Uses == "" || strings.HasPrefix(s.Uses, "durachk/durachk@") {
+				continue // durachk's own action: pinned by the user to a commit of durachk
 			}
 			if !pinnedAction.MatchString(s.Uses) || !strings.Contains(string(raw), "uses: "+s.Uses+" # v") {
 				t.Errorf("job %s step %q: uses %q is not pinned to a commit with its release tag in a comment", name, s.Name, s.Uses)
@@ -83,6 +87,14 @@ func TestShardsWorkflow(t *testing.T) {
 				uploads[name], _ = s.With["path"].(string)
 			}
 		}
+	}
+	// The rounds that kill Redis or cut its power start a private
+	// redis-server, on a FUSE file system as root.
+	if b, _ := brokers["explore"].(string); !strings.Contains(b, "redis") || !strings.Contains(explore, `sudo -E env "PATH=$PATH" durachk explore`) {
+		t.Errorf("the explore job installs brokers %q and explores with %q: want redis-server installed by the durachk action, explore as root", b, explore)
+	}
+	if _, ok := brokers["merge"]; !ok {
+		t.Errorf("the merge job does not install durachk with the durachk action")
 	}
 	for _, want := range []string{`--shard "${{ matrix.shard }}/$SHARDS"`, `--seed "${{ github.run_id }}"`, "--out durachk-out"} {
 		if !strings.Contains(explore, want) {
@@ -207,6 +219,15 @@ func TestShardsIndexedJob(t *testing.T) {
 	}
 	if env["SHARDS"] != strconv.Itoa(ex.Spec.Completions) || env["SEED"] == "" {
 		t.Errorf("explore job: SHARDS %q, SEED %q: want SHARDS = completions (%d) and one seed", env["SHARDS"], env["SEED"], ex.Spec.Completions)
+	}
+	// The broker kills start a private redis-server: the image has one.
+	if !regexp.MustCompile(`^redis:[0-9]+\.[0-9]+\.[0-9]+`).MatchString(c.Image) {
+		t.Errorf("explore job: image %q: want a pinned redis image (its redis-server runs the private instances)", c.Image)
+	}
+	for _, ic := range ex.Spec.Template.Spec.InitContainers {
+		if cmd := strings.Join(ic.Command, " "); !strings.Contains(cmd, `git checkout --quiet "$DURACHK_REF"`) || !strings.Contains(cmd, "go build -o /opt/durachk/durachk ./cmd/durachk") {
+			t.Errorf("explore job: init container %s runs %q: want durachk built from its repository at DURACHK_REF", ic.Name, cmd)
+		}
 	}
 	script := strings.Join(c.Command, " ")
 	for _, re := range []string{`i=\$\(\(JOB_COMPLETION_INDEX \+ 1\)\)`, `out=/results/shard-\$i`, `--shard "\$i/\$SHARDS"`, `--seed "\$SEED"`, `--out "\$out"`,
