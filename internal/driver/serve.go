@@ -343,10 +343,14 @@ func (s *Server) finish(ctx context.Context, m Msg, h held) (Msg, error) {
 	case PhaseInvoke:
 		switch m.Type {
 		case TypeNack:
+			how, spent := "spent", m.Reason != "released"
+			if !spent {
+				how = "released"
+			}
 			err := s.try(ctx, func(ctx context.Context) error {
-				s.rec(history.Invoke, history.Settle, h, "spent", nil)
-				err := s.call(ctx, func(ctx context.Context) error { _, err := s.Store.End(ctx, h.d.Job.ID, h.id, true); return err })
-				s.recResult(history.Settle, h, "spent", err)
+				s.rec(history.Invoke, history.Settle, h, how, nil)
+				err := s.call(ctx, func(ctx context.Context) error { _, err := s.Store.End(ctx, h.d.Job.ID, h.id, spent); return err })
+				s.recResult(history.Settle, h, how, err)
 				return err
 			})
 			if err != nil {
