@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -79,6 +80,54 @@ func evaluate(t *testing.T, tg *runner.Target, id string, seed uint64) contracts
 		t.Logf("  %s %s: %s", v.Property, v.Job, v.Message)
 	}
 	return r
+}
+
+// The example worker passes the contracts it can express: a pass on some
+// seed for each, and no violation on any seed tried (the whole catalogue:
+// -catalogue).
+func TestOwnWorkerPasses(t *testing.T) {
+	tg := ownTarget(t, "")
+	ids := []string{"lease.redelivery", "outbox.atomic", "retry.bounded", "cancel.terminal"}
+	if *catalogue {
+		ids = nil
+		for _, c := range contracts.Catalogue {
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			c, _ := contracts.Lookup(id)
+			if why := c.Needs; why != nil && why(tg.Capabilities()) != "" {
+				t.Skipf("%s: %s", id, why(tg.Capabilities()))
+			}
+			runnertest.SeekPasses(t, "own worker × "+id, 1, func(seed uint64) contracts.Result { return evaluate(t, tg, id, seed) })
+		})
+	}
+}
+
+var catalogue = flag.Bool("catalogue", false, "run the whole catalogue on the example worker (minutes)")
+
+// A worker sabotaged to complete its job before the effect loses the jobs
+// of the workers killed in between; one that ignores its token completes a
+// job after its lock passed to another worker.
+func TestSabotagedOwnWorker(t *testing.T) {
+	for _, tc := range []struct {
+		sabotage, contract string
+		raises             contracts.Property
+	}{
+		{"ack-before-effect", "lease.redelivery", contracts.PropLost},
+		{"ignore-token", "fencing.zombie", contracts.PropStaleAck},
+	} {
+		t.Run(tc.sabotage, func(t *testing.T) {
+			tg := ownTarget(t, "&worker.sabotage="+tc.sabotage)
+			r := runnertest.SeekViolation(t, "own worker sabotaged "+tc.sabotage, tc.raises, func(seed uint64) contracts.Result {
+				return evaluate(t, tg, tc.contract, seed)
+			})
+			if !runnertest.Witnessed(r, tc.raises) {
+				t.Errorf("%s: no witnessed %s", tc.sabotage, tc.raises)
+			}
+		})
+	}
 }
 
 func TestSmoke(t *testing.T) {

@@ -223,9 +223,9 @@ func (s *Server) effect(ctx context.Context, h held) (outcome, reason string) {
 		return OutcomeUnavailable, ""
 	case led.Terminal:
 		return OutcomeTerminal, ""
-	case led.Committed:
-		return OutcomeDeduped, ""
 	}
+	// A job committed before (its worker died before its ack) runs again and
+	// its commit dedupes, as the reference pipeline's does.
 	if !s.Sabotage.IgnoreDeadline && !j.Deadline.IsZero() && s.Env.Now().After(j.Deadline) {
 		return s.cancel(ctx, h)
 	}
