@@ -31,6 +31,9 @@ type Server struct {
 	mu   sync.Mutex
 	jobs map[string]held // by job id: the newest delivery received
 	seq  int
+	// reasons: the reason of each job's dead letter invoked, for its
+	// outcome's record (a library's event may not carry it).
+	reasons map[string]string
 }
 
 // held is a delivery the worker received.
@@ -42,7 +45,7 @@ type held struct {
 
 // Serve answers p's reports until p exits or ctx ends.
 func (s *Server) Serve(ctx context.Context, p *Proc) error {
-	s.jobs = map[string]held{}
+	s.jobs, s.reasons = map[string]held{}, map[string]string{}
 	if st, ok := s.Store.(pipeline.Starts); ok {
 		if err := st.Started(ctx, s.Env.Process); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("worker %s: %w", s.Env.Process, err)
@@ -331,6 +334,13 @@ func (s *Server) finish(ctx context.Context, m Msg, h held) (Msg, error) {
 	case TypeNack:
 		value = (time.Duration(m.DelayMS) * time.Millisecond).String()
 	case TypeDeadLetter:
+		s.mu.Lock()
+		if m.Phase == PhaseInvoke {
+			s.reasons[h.d.Job.ID] = m.Reason
+		} else if m.Reason == "" {
+			m.Reason = s.reasons[h.d.Job.ID]
+		}
+		s.mu.Unlock()
 		value = m.Reason
 		if !contains(pipeline.ReasonCodes, m.Reason) {
 			value = pipeline.ReasonPermanent
