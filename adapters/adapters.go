@@ -81,6 +81,9 @@ type Inventory struct {
 	// trimming, overflow, redrive), as far as the broker records it. The
 	// pipeline's own dead-lettering is not listed here: it is in the history.
 	Moved []BrokerAction `json:"moved_by_broker,omitempty"`
+	// Library is every job's state in a job library's own words (the worker
+	// protocol's inspect: "completed", "discarded", ...), by job id.
+	Library map[string]string `json:"library,omitempty"`
 }
 
 // BrokerAction is one thing a broker did to a job without being asked by the
@@ -127,14 +130,18 @@ const (
 // never from what one test run happened to observe. Contracts that need an ability
 // the target lacks are skipped with the reason.
 type Capabilities struct {
-	Broker         string   `json:"broker"`          // e.g. "mem", "postgres", "redis"
-	Lease          Support  `json:"lease"`           // an unacked lease expires and the job is redelivered
-	LeaseExtension Support  `json:"lease_extension"` // Extender
-	Token          Support  `json:"token"`           // fencing token grows per delivery
-	FencedAck      bool     `json:"fenced_ack"`      // Ack/Nack with a stale token is rejected
-	DeliveryCount  Support  `json:"delivery_count"`  // Delivery.Attempt counted by the broker
-	DeadLetter     Support  `json:"dead_letter"`     // DeadLetterer; Native: the broker moves poison jobs itself
-	DelayedNack    Support  `json:"delayed_nack"`
+	Broker         string  `json:"broker"`          // e.g. "mem", "postgres", "redis"
+	Lease          Support `json:"lease"`           // an unacked lease expires and the job is redelivered
+	LeaseExtension Support `json:"lease_extension"` // Extender
+	Token          Support `json:"token"`           // fencing token grows per delivery
+	FencedAck      bool    `json:"fenced_ack"`      // Ack/Nack with a stale token is rejected
+	DeliveryCount  Support `json:"delivery_count"`  // Delivery.Attempt counted by the broker
+	DeadLetter     Support `json:"dead_letter"`     // DeadLetterer; Native: the broker moves poison jobs itself
+	DelayedNack    Support `json:"delayed_nack"`
+	// Cancel: a worker of a job library (the worker protocol) can finish a job
+	// as cancelled; empty for brokers, whose jobs the pipeline cancels in its
+	// store and acks.
+	Cancel         Support  `json:"cancel,omitempty"`
 	FIFO           bool     `json:"fifo"`                      // jobs of one Group are delivered in acceptance order, one at a time
 	Durable        bool     `json:"durable"`                   // an acknowledged Enqueue survives a broker crash, as configured
 	BrokerKill     bool     `json:"broker_kill"`               // the harness can kill and restart this broker instance

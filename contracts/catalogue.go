@@ -403,6 +403,9 @@ var Catalogue = []*Contract{
 		Claim:      "a job whose deadline passed is cancelled when leased, never processed, never dead-lettered, never reprocessed automatically",
 		Motivation: "work done after its deadline is wasted or harmful (a payment after the order was abandoned)",
 		Labels:     []string{"fault:deadline"},
+		// Brokers leave cancellation to the pipeline (Cancel empty); a job
+		// library's worker finishes the job as cancelled itself.
+		Needs: needs("the worker's library cannot finish a job as cancelled", func(c adapters.Capabilities) bool { return c.Cancel != adapters.None }),
 		Scenario: func(seed uint64, n int) Scenario {
 			sc := base("deadlines elapse while queued", workload(seed, n, func(i int, _ *rand.Rand, j *JobSpec) {
 				setPayload(j, func(p *pipeline.Payload) { p.Slow = 2 * time.Second })

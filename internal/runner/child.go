@@ -17,6 +17,7 @@ import (
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/faults"
 	"github.com/durachk/durachk/history"
+	"github.com/durachk/durachk/internal/driver"
 	"github.com/durachk/durachk/internal/sim"
 	"github.com/durachk/durachk/internal/targets"
 	"github.com/durachk/durachk/pipeline"
@@ -54,6 +55,9 @@ type childHooks struct {
 	env    *pipeline.Env
 	points *faults.Points
 	dir    string
+	// pause, if set, stops (true) and continues (false) the processes this
+	// one drives: a worker under the worker protocol pauses with it.
+	pause func(stop bool)
 }
 
 // claim reports whether this process is the first to fire fault f: the claim
@@ -95,9 +99,15 @@ func (h *childHooks) At(ctx context.Context, p pipeline.CrashPoint, jobID string
 		// controller's SIGCONT, so that nothing of the pipeline runs in between.
 		cont := make(chan os.Signal, 1)
 		signal.Notify(cont, syscall.SIGCONT)
+		if h.pause != nil {
+			h.pause(true)
+		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		<-cont
 		signal.Stop(cont)
+		if h.pause != nil {
+			h.pause(false)
+		}
 		h.env.Record(history.Op{Type: history.Info, F: history.Fault, Value: "resume", Key: string(p), Job: jobID, Target: h.env.Process})
 	}
 }
@@ -150,15 +160,17 @@ func Child(ctx context.Context, configPath string) error {
 	}
 	defer store.Close()
 	hooks := &childHooks{env: env, points: faults.NewPoints(faults.Plan{Faults: cfg.Faults}), dir: cfg.FaultDir}
-	switch cfg.Role {
-	case RoleWorker:
+	switch {
+	case cfg.Role == RoleWorker && targets.HasWorker(cfg.Spec):
+		return serveWorker(ctx, env, store, hooks, cfg)
+	case cfg.Role == RoleWorker:
 		wk := &pipeline.Worker{Env: env, Queue: q, Store: store, Hooks: hooks, Lease: cfg.Lease, Poll: cfg.Poll,
 			Sabotage: cfg.Sabotage, CallTimeout: 3 * cfg.Lease,
 			Policy: &pipeline.Policy{Base: cfg.Backoff, Max: 10 * cfg.Backoff, Unbounded: cfg.Sabotage.UnboundedRetry,
 				Rand: rand.New(rand.NewPCG(cfg.Seed, hash(cfg.Process)))},
 			CommitAck: targets.CommitAcker(cfg.Spec, q, store)}
 		return wk.Run(ctx)
-	case RoleRelay:
+	case cfg.Role == RoleRelay:
 		consumer := &pipeline.Consumer{Env: &pipeline.Env{Process: "consumer", Rec: w, Now: time.Now, Sleep: sim.Sleep}, Store: store,
 			Life: cfg.Process, Sabotage: cfg.Sabotage}
 		// The channel is the relay's connection to the store, where the consumer
@@ -170,6 +182,29 @@ func Child(ctx context.Context, configPath string) error {
 		return r.Run(ctx)
 	}
 	return fmt.Errorf("worker: unknown role %q", cfg.Role)
+}
+
+// serveWorker runs the target's own worker (the worker protocol) in place of
+// the reference pipeline's: this process records its reports, runs the
+// effects through the store and fires the crash points; a kill of this
+// process kills the worker with it (parent-death signal), a pause stops both.
+func serveWorker(ctx context.Context, env *pipeline.Env, store pipeline.Store, hooks *childHooks, cfg ChildConfig) error {
+	command, dc := targets.WorkerConfig(cfg.Spec, driver.RoleWorker, cfg.Process)
+	dc.Seed, dc.LeaseMS, dc.PollMS = cfg.Seed, cfg.Lease.Milliseconds(), cfg.Poll.Milliseconds()
+	p, err := retryUnavailable(ctx, func() (*driver.Proc, error) { return driver.Start(ctx, command, "", dc) })
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", cfg.Process, err)
+	}
+	defer p.Stop()
+	hooks.pause = func(stop bool) {
+		if stop {
+			p.Signal(syscall.SIGSTOP)
+		} else {
+			p.Signal(syscall.SIGCONT)
+		}
+	}
+	s := &driver.Server{Env: env, Store: store, Hooks: hooks, Sabotage: cfg.Sabotage, CallTimeout: 3 * cfg.Lease, Backoff: cfg.Backoff}
+	return s.Serve(ctx, p)
 }
 
 func produceAll(ctx context.Context, env *pipeline.Env, q adapters.Queue, cfg ChildConfig) error {

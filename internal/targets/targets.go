@@ -160,7 +160,11 @@ func Parse(raw string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	if control != nil || harness != nil {
+	worker, err := workerKnobs(u)
+	if err != nil {
+		return Spec{}, err
+	}
+	if control != nil || harness != nil || worker != nil {
 		raw = u.String() // the kind sees its own knobs only
 	}
 	s, err := k.Parse(raw, u)
@@ -169,6 +173,12 @@ func Parse(raw string) (Spec, error) {
 	}
 	if err := checkCluster(k, s); err != nil {
 		return Spec{}, err
+	}
+	for key, v := range worker {
+		if harness == nil {
+			harness = map[string]string{}
+		}
+		harness[key] = v
 	}
 	for key, v := range harness {
 		if s.Options == nil {
@@ -236,6 +246,9 @@ func OpenQueue(ctx context.Context, s Spec) (adapters.Queue, error) {
 	k, err := kindOf(s)
 	if err != nil {
 		return nil, err
+	}
+	if HasWorker(s) {
+		return openWorkerQueue(ctx, s)
 	}
 	return k.OpenQueue(ctx, s)
 }
