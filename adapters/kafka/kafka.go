@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,9 +89,10 @@ type Options struct {
 	FIFO bool
 	// BreakOrder is the negative control of order.fifo: newest first.
 	BreakOrder bool
-	// Version names the broker in Capabilities (set by the target).
-	Version string
-	Notes   []string
+	// ConsumerDial, if set, dials the member's connections (tests: a member
+	// whose connections hang, as a paused process's).
+	ConsumerDial func(ctx context.Context, network, host string) (net.Conn, error)
+	Notes        []string
 }
 
 // Queue is one member of the run's consumer group (joined at its first
@@ -106,6 +108,7 @@ type Queue struct {
 	joinOnce         sync.Once
 	joinErr          error
 	cons             *kgo.Client
+	topicID          [16]byte // for OffsetCommit v10+, which names topics by id
 	assigned         chan struct{}
 	assignedOnce     sync.Once
 	pollMu           sync.Mutex // one poll at a time
@@ -248,6 +251,15 @@ func (q *Queue) createTopics(ctx context.Context) error {
 			return r.Err
 		}
 	}
+	td, err := q.adm.ListTopics(ctx, q.topic)
+	if err != nil {
+		return err
+	}
+	d, ok := td[q.topic]
+	if !ok || d.Err != nil {
+		return fmt.Errorf("topic %s: not in the metadata after its creation: %v", q.topic, d.Err)
+	}
+	q.topicID = d.ID
 	return nil
 }
 
@@ -358,6 +370,9 @@ func (q *Queue) join(ctx context.Context) error {
 		)
 		if q.o.GroupProtocol == "consumer" {
 			opts = append(opts, kgo.ServerSideBalancer())
+		}
+		if q.o.ConsumerDial != nil {
+			opts = append(opts, kgo.Dialer(q.o.ConsumerDial))
 		}
 		q.cons, q.joinErr = kgo.NewClient(opts...)
 		if q.joinErr != nil {
@@ -490,7 +505,14 @@ func (q *Queue) pick(lease time.Duration) (adapters.Delivery, bool) {
 	var cands []*rec
 	for _, pt := range ps {
 		busy := map[string]bool{}
-		for _, r := range pt.recs {
+		recs := pt.recs
+		if q.o.BreakOrder {
+			// The negative control: newest first, and the newest of a key
+			// is its head.
+			recs = slices.Clone(recs)
+			slices.Reverse(recs)
+		}
+		for _, r := range recs {
 			if r.done {
 				continue
 			}
@@ -511,13 +533,34 @@ func (q *Queue) pick(lease time.Duration) (adapters.Delivery, bool) {
 		return adapters.Delivery{}, false
 	}
 	r := cands[0]
-	if q.o.BreakOrder {
-		r = cands[len(cands)-1]
-	}
 	r.token++
 	r.leased, r.deadline, r.notBefore = true, now.Add(lease), time.Time{}
+	member, gen := q.cons.GroupMetadata()
 	return adapters.Delivery{Job: r.job, Token: r.token, Attempt: int(r.token),
-		Receipt: fmt.Sprintf("%d/%d", r.raw.Partition, r.off)}, true
+		Receipt: fmt.Sprintf("%d/%d/%d/%s", r.raw.Partition, r.off, gen, member)}, true
+}
+
+// receipt is what a delivery's Receipt says: the record's partition and
+// offset, and the member and generation that leased it.
+type receipt struct {
+	p      int32
+	off    int64
+	gen    int32
+	member string
+}
+
+func parseReceipt(s string) (receipt, bool) {
+	f := strings.SplitN(s, "/", 4)
+	if len(f) != 4 {
+		return receipt{}, false
+	}
+	p, err1 := strconv.ParseInt(f[0], 10, 32)
+	off, err2 := strconv.ParseInt(f[1], 10, 64)
+	gen, err3 := strconv.ParseInt(f[2], 10, 32)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return receipt{}, false
+	}
+	return receipt{p: int32(p), off: off, gen: int32(gen), member: f[3]}, true
 }
 
 // find returns the record of d and its partition, or an error: lost where the
@@ -527,13 +570,12 @@ func (q *Queue) find(op string, d adapters.Delivery) (*partition, *rec, error) {
 	fail := func(err error) error {
 		return &adapters.OpError{Target: target, Op: op, JobID: d.Job.ID, Attempt: d.Attempt, Err: err}
 	}
-	ps, os, ok := strings.Cut(d.Receipt, "/")
-	p, err1 := strconv.ParseInt(ps, 10, 32)
-	off, err2 := strconv.ParseInt(os, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
+	rc, ok := parseReceipt(d.Receipt)
+	if !ok {
 		return nil, nil, fail(fmt.Errorf("bad receipt %q", d.Receipt))
 	}
-	pt := q.parts[int32(p)]
+	p, off := rc.p, rc.off
+	pt := q.parts[p]
 	if pt == nil {
 		return nil, nil, fail(fmt.Errorf("%w: partition %d is not this member's", adapters.ErrLeaseLost, p))
 	}
@@ -586,7 +628,8 @@ func (q *Queue) finish(ctx context.Context, op string, d adapters.Delivery, befo
 	}
 	p := pt.p
 	q.mu.Unlock()
-	if err := q.commit(ctx, p, next); err != nil {
+	rc, _ := parseReceipt(d.Receipt)
+	if err := q.commit(ctx, p, next, rc.member, rc.gen); err != nil {
 		q.mu.Lock()
 		if r2 := q.holds(p, r); r2 {
 			r.done, r.leased = false, false
@@ -617,20 +660,26 @@ func (q *Queue) holds(p int32, r *rec) bool {
 	return false
 }
 
-// commit sends an OffsetCommit of offset for partition p with the member's
-// current id and generation, so that the coordinator judges whether this
-// member still belongs to the group.
-func (q *Queue) commit(ctx context.Context, p int32, offset int64) error {
-	member, gen := q.cons.GroupMetadata()
+// commit sends an OffsetCommit of offset for partition p with the id and
+// generation of the member when it leased the record, so that the
+// coordinator judges whether that member still belongs to the group in that
+// generation. It goes over the producer's connection: a member whose own
+// connections hang (a paused process) is judged all the same.
+func (q *Queue) commit(ctx context.Context, p int32, offset int64, member string, gen int32) error {
+	if member == "" || gen < 0 {
+		// An OffsetCommit without a member is an administrative commit,
+		// which no coordinator fences: never send one for a delivery.
+		return fmt.Errorf("%w: the record was leased while the member was not in the group", adapters.ErrLeaseLost)
+	}
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.MemberID, req.Generation = q.grp, member, gen
 	t := kmsg.NewOffsetCommitRequestTopic()
-	t.Topic = q.topic
+	t.Topic, t.TopicID = q.topic, q.topicID
 	pp := kmsg.NewOffsetCommitRequestTopicPartition()
 	pp.Partition, pp.Offset, pp.LeaderEpoch = p, offset, -1
 	t.Partitions = append(t.Partitions, pp)
 	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, q.cons)
+	resp, err := req.RequestWith(ctx, q.prod)
 	if err != nil {
 		return fmt.Errorf("%w: commit: %v", adapters.ErrAmbiguous, err)
 	}
