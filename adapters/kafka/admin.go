@@ -40,6 +40,10 @@ func ServerVersion(ctx context.Context, raw, mech string) (string, error) {
 		return "", err
 	}
 	defer done()
+	return serverVersion(ctx, adm)
+}
+
+func serverVersion(ctx context.Context, adm *kadm.Client) (string, error) {
 	m, err := adm.BrokerMetadata(ctx)
 	if err != nil {
 		return "", fmt.Errorf("kafka: metadata: %w", classify(err))

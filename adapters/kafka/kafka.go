@@ -108,6 +108,7 @@ type Queue struct {
 	joinOnce         sync.Once
 	joinErr          error
 	cons             *kgo.Client
+	version          string
 	topicID          [16]byte // for OffsetCommit v10+, which names topics by id
 	assigned         chan struct{}
 	assignedOnce     sync.Once
@@ -229,6 +230,10 @@ func Open(ctx context.Context, raw, runID string, o Options) (*Queue, error) {
 		prod.Close()
 		return nil, &adapters.OpError{Target: target, Op: "open", Err: classify(err)}
 	}
+	if q.version, err = serverVersion(ctx, q.adm); err != nil {
+		prod.Close()
+		return nil, &adapters.OpError{Target: target, Op: "open", Err: err}
+	}
 	q.caps = capabilities(o)
 	return q, nil
 }
@@ -297,6 +302,10 @@ func groupProtocol(o Options) string {
 	}
 	return "classic"
 }
+
+// ServerVersion names the broker: "kfake <version> (emulator)", or a Kafka
+// by its cluster id.
+func (q *Queue) ServerVersion() string { return q.version }
 
 // Capabilities are constant for the life of the Queue.
 func (q *Queue) Capabilities() adapters.Capabilities { return q.caps }
