@@ -189,3 +189,48 @@ func TestPrivateBrokerKill(t *testing.T) {
 		})
 	}
 }
+
+// TestPrivateBrokerIsPrivate: the private kfake listens on loopback only and
+// takes no request without its own credentials (the control: with them it
+// answers).
+func TestPrivateBrokerIsPrivate(t *testing.T) {
+	raw := brokerURL(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname() != "127.0.0.1" {
+		t.Errorf("private kfake at %s, want 127.0.0.1", u.Host)
+	}
+	if pw, ok := u.User.Password(); !ok || len(pw) < 16 {
+		t.Errorf("private kfake has no password of its own")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := kq.Ready(ctx, raw, ""); err != nil {
+		t.Fatalf("with its credentials: %v", err)
+	}
+	for name, user := range map[string]*url.Userinfo{"no credentials": nil, "wrong password": url.UserPassword(u.User.Username(), "not-the-password")} {
+		v := *u
+		v.User = user
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := kq.Ready(ctx, v.String(), "")
+		cancel()
+		if err == nil {
+			t.Errorf("%s: the private kfake answered", name)
+		}
+	}
+}
+
+// TestUnreachable: a broker nobody serves is ErrUnavailable, and the
+// password stays out of the error.
+func TestUnreachable(t *testing.T) {
+	queuetest.Unreachable(t, func(addr, pw string) string { return "kafka://u:" + pw + "@" + addr },
+		func(ctx context.Context, raw string) error {
+			q, err := kq.Open(ctx, raw, queuetest.RunID(), kq.Options{})
+			if err == nil {
+				q.Close()
+			}
+			return err
+		})
+}
