@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	kq "github.com/durachk/durachk/adapters/kafka"
@@ -26,20 +25,9 @@ import (
 // binary) can serve the hidden command.
 var SelfServesKafka atomic.Bool
 
-// kafkaServerBinary is the program that serves the hidden command:
-// $DURACHK_BIN, else this binary unless it is a test binary that cannot.
+// kafkaServerBinary is the program that serves the hidden command.
 func kafkaServerBinary() (string, error) {
-	if b := os.Getenv("DURACHK_BIN"); b != "" {
-		return filepath.Abs(b)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	if strings.HasSuffix(self, ".test") && !SelfServesKafka.Load() {
-		return "", fmt.Errorf("private kafka: %s is a test binary: call kafkaserver.ServeIfAsked in TestMain, or set DURACHK_BIN to a durachk binary", filepath.Base(self))
-	}
-	return self, nil
+	return selfServer("private kafka", &SelfServesKafka, "kafkaserver.ServeIfAsked")
 }
 
 func canStartPrivateKafka() error {
