@@ -12,13 +12,16 @@
 package kafkaserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -51,7 +54,7 @@ var Version = func() string {
 func init() { targets.EmbeddedKfakeVersion = Version }
 
 // Main reads the configuration from r, starts kfake on 127.0.0.1 with its data
-// in dir, and serves until the process is killed.
+// in dir, and serves until the process is killed or told to stop.
 func Main(dir string, r io.Reader) error {
 	var c targets.KafkaServerConfig
 	if err := json.NewDecoder(r).Decode(&c); err != nil {
@@ -65,8 +68,13 @@ func Main(dir string, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("kafka-server: %w", err)
 	}
-	defer cl.Close()
-	select {} // until SIGKILL, as a crashed broker; SIGTERM ends the process by Go's default
+	// SIGINT or SIGTERM closes the broker (its files synced); SIGKILL is
+	// the crash the harness's broker faults are made of.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	cl.Close()
+	return nil
 }
 
 // options are kfake's options: one broker on the loopback port, SASL with a
