@@ -17,6 +17,7 @@ import (
 	"github.com/durachk/durachk/explore"
 	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/interrupt"
+	"github.com/durachk/durachk/internal/kafkaserver"
 	"github.com/durachk/durachk/internal/lazyfs"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/reaper"
@@ -275,6 +276,17 @@ func run(args []string) error {
 		},
 	}
 	natsServerCmd.Flags().StringVar(&natsDir, "dir", "", "the server's directory (store and log)")
+	var kafkaDir string
+	kafkaServerCmd := &cobra.Command{
+		Use:    kafkaserver.Command,
+		Short:  "Serve a private Kafka-protocol broker, kfake (started by durachk itself; config on stdin)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return kafkaserver.Main(kafkaDir, os.Stdin)
+		},
+	}
+	kafkaServerCmd.Flags().StringVar(&kafkaDir, "dir", "", "the broker's directory (its data directory)")
 
 	var ao cli.AtlasOptions
 	atlasCmd := &cobra.Command{
@@ -462,7 +474,7 @@ func run(args []string) error {
 		},
 	}
 
-	root.AddCommand(versionCmd, runCmd, atlasCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, lazyfsCmd)
+	root.AddCommand(versionCmd, runCmd, atlasCmd, planCmd, exploreCmd, selftestCmd, listCmd, reportCmd, compareCmd, mergeCmd, doctorCmd, cleanupCmd, replayCmd, checkCmd, workerCmd, watchdogCmd, natsServerCmd, kafkaServerCmd, lazyfsCmd)
 	document(root)
 	if captureRoot != nil {
 		captureRoot(root)

@@ -83,6 +83,16 @@ func FlushWindow(s Spec) (time.Duration, string) {
 		}
 		d := durationOr(v, 2*time.Minute)
 		return d, fmt.Sprintf("sync_interval %s: JetStream syncs its files every %s", v, d)
+	case "kafka":
+		if s.Volatile {
+			return 0, "no data directory: nothing survives a restart"
+		}
+		if opt("log.flush.interval.messages", kafkaNoFlush) == "1" {
+			return 0, "log.flush.interval.messages=1: kfake syncs every write before it acknowledges it"
+		}
+		// kfake, like Kafka by default, leaves its segments to the page
+		// cache and syncs them only when it rolls a segment or shuts down.
+		return osWriteback, "log.flush.interval.messages=" + kafkaNoFlush + ": the log stays in the page cache until the OS writes it back (about 30s) or a segment rolls"
 	case "amqp":
 		// RabbitMQ confirms a persistent message on a durable queue once it
 		// is on disk: a classic queue's message store fsyncs before it

@@ -36,6 +36,9 @@ func TestFlushWindow(t *testing.T) {
 		{"nats", nil, false, 2 * time.Minute, "sync_interval 2m"},
 		{"nats", map[string]string{"private-instance.sync_interval": "always"}, false, 0, "sync_interval always"},
 		{"nats", map[string]string{"private-instance.sync_interval": "5s"}, false, 5 * time.Second, "sync_interval 5s"},
+		{"kafka", nil, false, 30 * time.Second, "page cache"},
+		{"kafka", map[string]string{"private-instance.log.flush.interval.messages": "1"}, false, 0, "syncs every write"},
+		{"kafka", nil, true, 0, "no data directory"},
 		{"amqp", nil, false, 0, "publisher confirms"},
 		{"sqs", nil, false, 0, ""},
 	} {

@@ -48,9 +48,15 @@ func natsServerVersion() string {
 	return EmbeddedNATSVersion
 }
 
-// natsServerBinary is the program that serves the hidden command:
-// $DURACHK_BIN, else this binary unless it is a test binary that cannot.
+// natsServerBinary is the program that serves the hidden command.
 func natsServerBinary() (string, error) {
+	return selfServer("private nats", &SelfServesNATS, "natsserver.ServeIfAsked")
+}
+
+// selfServer is the program that serves one of durachk's hidden server
+// commands: $DURACHK_BIN, else this binary unless it is a test binary that
+// cannot (serves unset: its TestMain does not call serveIfAsked).
+func selfServer(what string, serves *atomic.Bool, serveIfAsked string) (string, error) {
 	if b := os.Getenv("DURACHK_BIN"); b != "" {
 		return filepath.Abs(b)
 	}
@@ -58,8 +64,8 @@ func natsServerBinary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if strings.HasSuffix(self, ".test") && !SelfServesNATS.Load() {
-		return "", fmt.Errorf("private nats: %s is a test binary: call natsserver.ServeIfAsked in TestMain, or set DURACHK_BIN to a durachk binary", filepath.Base(self))
+	if strings.HasSuffix(self, ".test") && !serves.Load() {
+		return "", fmt.Errorf("%s: %s is a test binary: call %s in TestMain, or set DURACHK_BIN to a durachk binary", what, filepath.Base(self), serveIfAsked)
 	}
 	return self, nil
 }
