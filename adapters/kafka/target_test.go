@@ -43,6 +43,12 @@ func TestParseKnobs(t *testing.T) {
 		{name: "flush interval kfake cannot run", url: "kafka://127.0.0.1:9092?private-instance.log.flush.interval.messages=100", wantErr: "log.flush.interval.messages"},
 		{name: "unknown knob", url: "kafka://127.0.0.1:9092?linger.ms=5", wantErr: `unknown setting "linger.ms"`},
 		{name: "path", url: "kafka://127.0.0.1:9092/jobs", wantErr: "path"},
+		{name: "no host: a private kfake per run", url: "kafka://?fifo=true", want: map[string]string{"fifo": "true"}},
+		{name: "no host, fsync per write", url: "kafka://?private-instance.log.flush.interval.messages=1", want: map[string]string{"private-instance.log.flush.interval.messages": "1"}},
+		{name: "no host with credentials", url: "kafka://u:pw@", wantErr: "host:port"},
+		{name: "no host with a path", url: "kafka:///jobs", wantErr: "kafka://"},
+		{name: "no host, sasl", url: "kafka://?sasl.mechanism=PLAIN", wantErr: "sasl.mechanism"},
+		{name: "no host, control commands", url: "kafka://?control.kill=true&control.start=true", wantErr: "control.*"},
 		{name: "password stays out of errors", url: "kafka://u:s3cretpw@127.0.0.1:9092?nope=1", wantErr: "xxxxx"},
 	}
 	for _, tt := range tests {
@@ -63,8 +69,12 @@ func TestParseKnobs(t *testing.T) {
 			if s.Kind != "kafka" || fmt.Sprint(s.Options) != fmt.Sprint(tt.want) {
 				t.Errorf("kind %q options %v, want kafka and %v", s.Kind, s.Options, tt.want)
 			}
-			if u, _ := url.Parse(s.URL); u.RawQuery != "" {
+			u, _ := url.Parse(s.URL)
+			if u.RawQuery != "" {
 				t.Errorf("knobs left in the client URL %s", s.URL)
+			}
+			if got, want := targets.PrivateOnly(s), u.Host == ""; got != want {
+				t.Errorf("PrivateOnly(%s) = %v, want %v", s.URL, got, want)
 			}
 		})
 	}

@@ -90,8 +90,12 @@ func init() {
 		ServerSettings: func(context.Context, Spec) (ServerSettings, error) {
 			return ServerSettings{Unread: map[string]string{"log.flush.interval.messages": "not read from the broker: private-instance.log.flush.interval.messages says what the private kfake runs with"}}, nil
 		},
-		PrivateVersion: func() (string, error) { return "kfake " + kfakeVersion() + " (emulator)", nil },
+		PrivateVersion:     func() (string, error) { return "kfake " + kfakeVersion() + " (emulator)", nil },
+		PrivateWithoutHost: true,
 		Cleanup: func(ctx context.Context, s Spec, c Scope) ([]string, error) {
+			if PrivateOnly(s) {
+				return nil, nil // each run's kfake went with its process and directory (the local sweep)
+			}
 			removed, err := kq.DeleteRuns(ctx, s.URL, s.Options["sasl.mechanism"], c.Live)
 			if err != nil {
 				return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
@@ -123,8 +127,11 @@ func parseKafka(raw string, u *url.URL) (Spec, error) {
 		}
 	}
 	u.RawQuery = q.Encode()
-	if err := kq.CheckURL(u.String()); err != nil {
-		return Spec{}, fmt.Errorf("%w: %s: %v", ErrBadTarget, Redact(u.Redacted()), err)
+	private := u.Host == "" && u.User == nil && (u.Path == "" || u.Path == "/") && u.Opaque == ""
+	if !private {
+		if err := kq.CheckURL(u.String()); err != nil {
+			return Spec{}, fmt.Errorf("%w: %s: %v", ErrBadTarget, Redact(u.Redacted()), err)
+		}
 	}
 	name := opts["name"]
 	if name == "" {
@@ -132,6 +139,13 @@ func parseKafka(raw string, u *url.URL) (Spec, error) {
 	}
 	delete(opts, "name")
 	s := Spec{Name: name, URL: u.String(), Options: opts}
+	if private {
+		// kafka:// names no broker: every run starts a private kfake.
+		s.URL = "kafka://"
+		if opts["sasl.mechanism"] != "" {
+			return Spec{}, fmt.Errorf("%w: kafka:// (a private kfake per run) takes no sasl.mechanism: the private broker has a user of its own", ErrBadTarget)
+		}
+	}
 	if _, err := KafkaOptions(s); err != nil {
 		return Spec{}, err
 	}
