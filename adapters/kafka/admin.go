@@ -108,7 +108,7 @@ func deleteRun(ctx context.Context, adm *kadm.Client, runID string) ([]string, e
 	topic, dlq, grp := Topics(runID)
 	var removed []string
 	var errs []error
-	resp, err := adm.DeleteTopics(ctx, topic, dlq)
+	resp, err := adm.DeleteTopics(ctx, topic, dlq, acksTopic(runID))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: delete topics of run %s: %w", runID, classify(err))
 	}
