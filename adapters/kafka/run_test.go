@@ -78,3 +78,60 @@ func TestPrivateOnlyTarget(t *testing.T) {
 		t.Errorf("runner.New on an unserved kafka URL = %v, want ErrBadTarget", err)
 	}
 }
+
+// TestShareDeliveryLimitBelowBudget: a share group whose broker archives a
+// record after fewer deliveries than the pipeline's retry budget takes the
+// poison jobs from the pipeline: retry.bounded is a violation of
+// moved_by_broker naming the broker's archival. The control: with Kafka's
+// default limit (5, above the budget of 3) the pipeline dead-letters them
+// itself and the contract passes.
+func TestShareDeliveryLimitBelowBudget(t *testing.T) {
+	if os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skip("DURACHK_PG_URL not set: the effect store")
+	}
+	c, err := contracts.Lookup("retry.bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url string
+		violated  bool
+	}{
+		{"limit 2 below the budget", "kafka://?group.type=share&group.share.record.lock.duration.ms=2000&group.share.delivery.count.limit=2", true},
+		{"limit 5 above the budget (control)", "kafka://?group.type=share&group.share.record.lock.duration.ms=2000", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), runnertest.Loaded(2*time.Minute))
+			defer cancel()
+			spec, err := targets.Parse(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := runner.New(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(seed uint64) contracts.Result {
+				r, err := contracts.Evaluate(ctx, target, c, contracts.Options{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			if !tc.violated {
+				runnertest.SeekPasses(t, tc.name, 1, run)
+				return
+			}
+			r := runnertest.SeekViolation(t, tc.name, contracts.PropMovedByBroker, run)
+			named := false
+			for _, v := range r.Violations {
+				if v.Property == contracts.PropMovedByBroker && strings.Contains(v.Message, "group.share.delivery.count.limit=2") {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("no moved_by_broker violation names the broker's archival: %+v", r.Violations)
+			}
+		})
+	}
+}

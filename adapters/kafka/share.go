@@ -522,7 +522,7 @@ func (q *ShareQueue) Inspect(ctx context.Context) (adapters.Inventory, error) {
 			inv.InFlight = append(inv.InFlight, id)
 		case r.Offset < start(r.Partition):
 			inv.Moved = append(inv.Moved, adapters.BrokerAction{Job: id, Action: adapters.ActionDeadLettered,
-				Reason: fmt.Sprintf("archived at group.share.delivery.count.limit=%d", q.limit), Deliveries: q.limit})
+				Reason: fmt.Sprintf("archived at group.share.delivery.count.limit=%d, or skipped by the share-partition start offset: below it, never accepted nor dead-lettered", q.limit)})
 		default:
 			inv.Queued = append(inv.Queued, id)
 		}

@@ -49,6 +49,12 @@ func TestParseKnobs(t *testing.T) {
 		{name: "no host with a path", url: "kafka:///jobs", wantErr: "kafka://"},
 		{name: "no host, sasl", url: "kafka://?sasl.mechanism=PLAIN", wantErr: "sasl.mechanism"},
 		{name: "no host, control commands", url: "kafka://?control.kill=true&control.start=true", wantErr: "control.*"},
+		{name: "share group", url: "kafka://?group.type=share&group.share.record.lock.duration.ms=2000&group.share.delivery.count.limit=3",
+			want: map[string]string{"group.type": "share", "group.share.record.lock.duration.ms": "2000", "group.share.delivery.count.limit": "3"}},
+		{name: "bad group type", url: "kafka://127.0.0.1:9092?group.type=classic", wantErr: "group.type"},
+		{name: "share group with fifo", url: "kafka://127.0.0.1:9092?group.type=share&fifo=true", wantErr: "fifo"},
+		{name: "delivery limit below Kafka's bound", url: "kafka://?group.type=share&group.share.delivery.count.limit=1", wantErr: "group.share.delivery.count.limit"},
+		{name: "bad lock", url: "kafka://?group.type=share&group.share.record.lock.duration.ms=0", wantErr: "group.share.record.lock.duration.ms"},
 		{name: "password stays out of errors", url: "kafka://u:s3cretpw@127.0.0.1:9092?nope=1", wantErr: "xxxxx"},
 	}
 	for _, tt := range tests {
