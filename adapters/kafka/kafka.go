@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -372,7 +373,9 @@ func classify(err error) error {
 	}
 	var ne net.Error
 	var oe *net.OpError
-	if errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, kgo.ErrClientClosed) || strings.Contains(err.Error(), "unable to dial") {
+	var eof *kgo.ErrFirstReadEOF // a connection closed at once (a partition's proxy), not a TLS broker
+	if errors.As(err, &ne) || errors.As(err, &oe) || errors.As(err, &eof) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, kgo.ErrClientClosed) || strings.Contains(err.Error(), "unable to dial") {
 		return fmt.Errorf("%w: %v", adapters.ErrUnavailable, err)
 	}
 	return err

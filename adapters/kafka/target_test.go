@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	kq "github.com/durachk/durachk/adapters/kafka"
 	"github.com/durachk/durachk/adapters/queuetest"
 	"github.com/durachk/durachk/internal/targets"
@@ -249,4 +251,36 @@ func TestUnreachable(t *testing.T) {
 			}
 			return err
 		})
+}
+
+// TestClosedAtOnceIsUnavailable: a broker address whose connections are
+// closed as soon as they open (a partition's proxy cutting the link) is
+// ErrUnavailable, which a worker retries, not a configuration error. The
+// control: the private kfake opens.
+func TestClosedAtOnceIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := kq.Open(ctx, "kafka://"+ln.Addr().String(), queuetest.RunID(), kq.Options{})
+	if err == nil {
+		q.Close()
+		t.Fatal("opened through a link that closes every connection")
+	}
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Errorf("Open = %v, want ErrUnavailable", err)
+	}
+	open(t, kq.Options{})
 }
