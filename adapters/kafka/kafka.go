@@ -471,8 +471,11 @@ func (q *Queue) add(f kgo.Fetches) {
 			pt = &partition{p: r.Partition, committed: r.Offset}
 			q.parts[r.Partition] = pt
 		}
-		if n := len(pt.recs); n > 0 && pt.recs[n-1].off >= r.Offset {
-			return // already held
+		if n := len(pt.recs); (n > 0 && pt.recs[n-1].off >= r.Offset) || r.Offset < pt.committed {
+			// Already held, or committed past: the client fetched it again
+			// (its position reset after a broker restart), and the
+			// member would deliver a record it acked.
+			return
 		}
 		var job adapters.Job
 		if err := json.Unmarshal(r.Value, &job); err != nil {
