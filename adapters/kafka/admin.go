@@ -69,30 +69,16 @@ func DeleteRuns(ctx context.Context, raw, mech string, live func(runID string) b
 		return nil, err
 	}
 	defer done()
-	topics, err := adm.ListTopics(ctx)
+	all, err := runIDs(ctx, adm)
 	if err != nil {
-		return nil, classify(err)
+		return nil, err
 	}
-	runs := map[string]bool{}
-	for _, t := range topics.Names() {
-		if id := RunOf(t); id != "" && !live(id) {
-			runs[id] = true
+	var ids []string
+	for _, id := range all {
+		if !live(id) {
+			ids = append(ids, id)
 		}
 	}
-	groups, err := adm.ListGroups(ctx)
-	if err != nil {
-		return nil, classify(err)
-	}
-	for _, g := range groups.Groups() {
-		if id := RunOf(g); id != "" && !live(id) {
-			runs[id] = true
-		}
-	}
-	ids := make([]string, 0, len(runs))
-	for id := range runs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	var removed []string
 	var errs []error
 	for _, id := range ids {
@@ -103,12 +89,50 @@ func DeleteRuns(ctx context.Context, raw, mech string, live func(runID string) b
 	return removed, errors.Join(errs...)
 }
 
+// RunIDs lists the runs that have a topic or group on the broker.
+func RunIDs(ctx context.Context, raw, mech string) ([]string, error) {
+	adm, done, err := admin(ctx, raw, mech)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return runIDs(ctx, adm)
+}
+
+func runIDs(ctx context.Context, adm *kadm.Client) ([]string, error) {
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, classify(err)
+	}
+	runs := map[string]bool{}
+	for _, t := range topics.Names() {
+		if id := RunOf(t); id != "" {
+			runs[id] = true
+		}
+	}
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, classify(err)
+	}
+	for _, g := range groups.Groups() {
+		if id := RunOf(g); id != "" {
+			runs[id] = true
+		}
+	}
+	ids := make([]string, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
 // deleteRun deletes the run's topics and group, and says which existed.
 func deleteRun(ctx context.Context, adm *kadm.Client, runID string) ([]string, error) {
 	topic, dlq, grp := Topics(runID)
 	var removed []string
 	var errs []error
-	resp, err := adm.DeleteTopics(ctx, topic, dlq)
+	resp, err := adm.DeleteTopics(ctx, topic, dlq, acksTopic(runID))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: delete topics of run %s: %w", runID, classify(err))
 	}

@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -89,6 +90,15 @@ type Options struct {
 	FIFO bool
 	// BreakOrder is the negative control of order.fifo: newest first.
 	BreakOrder bool
+	// Share selects a share group (KIP-932) instead of a consumer group:
+	// OpenShare.
+	Share bool
+	// ShareLock and ShareDeliveryLimit are the broker's
+	// group.share.record.lock.duration.ms and group.share.delivery.count.limit
+	// as the share group runs with them (0: read from the broker, else
+	// Kafka's defaults, 30 s and 5).
+	ShareLock          time.Duration
+	ShareDeliveryLimit int
 	// ConsumerDial, if set, dials the member's connections (tests: a member
 	// whose connections hang, as a paused process's).
 	ConsumerDial func(ctx context.Context, network, host string) (net.Conn, error)
@@ -204,29 +214,14 @@ func Open(ctx context.Context, raw, runID string, o Options) (*Queue, error) {
 	if o.ReplicationFactor == 0 {
 		o.ReplicationFactor = -1
 	}
-	popts := append([]kgo.Opt{}, base...)
-	popts = append(popts, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
-	switch o.Acks {
-	case "", "all", "-1":
-		popts = append(popts, kgo.RequiredAcks(kgo.AllISRAcks()))
-	case "1":
-		popts = append(popts, kgo.RequiredAcks(kgo.LeaderAck()))
-	case "0":
-		popts = append(popts, kgo.RequiredAcks(kgo.NoAck()))
-	default:
-		return nil, &adapters.OpError{Target: target, Op: "open", Err: fmt.Errorf("acks %q: want all, 1 or 0", o.Acks)}
-	}
-	if o.NoIdempotence {
-		popts = append(popts, kgo.DisableIdempotentWrite())
-	}
-	prod, err := kgo.NewClient(popts...)
+	prod, err := producer(base, o)
 	if err != nil {
 		return nil, &adapters.OpError{Target: target, Op: "open", Err: err}
 	}
 	topic, dlq, grp := Topics(runID)
 	q := &Queue{url: raw, runID: runID, topic: topic, dlq: dlq, grp: grp, o: o, prod: prod, adm: kadm.NewClient(prod),
 		assigned: make(chan struct{}), parts: map[int32]*partition{}}
-	if err := q.createTopics(ctx); err != nil {
+	if q.topicID, err = createTopics(ctx, q.adm, o, topic, dlq); err != nil {
 		prod.Close()
 		return nil, &adapters.OpError{Target: target, Op: "open", Err: classify(err)}
 	}
@@ -238,34 +233,62 @@ func Open(ctx context.Context, raw, runID string, o Options) (*Queue, error) {
 	return q, nil
 }
 
-func (q *Queue) createTopics(ctx context.Context) error {
+// producer is the client that produces the jobs (and dead letters), with
+// the producer knobs.
+func producer(base []kgo.Opt, o Options) (*kgo.Client, error) {
+	popts := append([]kgo.Opt{}, base...)
+	popts = append(popts, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	switch o.Acks {
+	case "", "all", "-1":
+		popts = append(popts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1":
+		popts = append(popts, kgo.RequiredAcks(kgo.LeaderAck()))
+	case "0":
+		popts = append(popts, kgo.RequiredAcks(kgo.NoAck()))
+	default:
+		return nil, fmt.Errorf("acks %q: want all, 1 or 0", o.Acks)
+	}
+	if o.NoIdempotence {
+		popts = append(popts, kgo.DisableIdempotentWrite())
+	}
+	return kgo.NewClient(popts...)
+}
+
+// createTopics creates the jobs topic (with o's partitions and configs)
+// and the run's other topics (one partition each) where missing, and
+// returns the jobs topic's id.
+func createTopics(ctx context.Context, adm *kadm.Client, o Options, jobs string, others ...string) ([16]byte, error) {
 	cfg := map[string]*string{}
-	for k, v := range q.o.TopicConfigs {
+	for k, v := range o.TopicConfigs {
 		cfg[k] = &v
 	}
-	for _, t := range []struct {
+	type spec struct {
 		name  string
 		parts int32
 		cfg   map[string]*string
-	}{{q.topic, int32(q.o.Partitions), cfg}, {q.dlq, 1, nil}} {
-		r, err := q.adm.CreateTopic(ctx, t.parts, int16(q.o.ReplicationFactor), t.cfg, t.name)
+	}
+	all := []spec{{jobs, int32(o.Partitions), cfg}}
+	for _, t := range others {
+		all = append(all, spec{t, 1, nil})
+	}
+	for _, t := range all {
+		r, err := adm.CreateTopic(ctx, t.parts, int16(o.ReplicationFactor), t.cfg, t.name)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return err
+			return [16]byte{}, err
 		}
 		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			return r.Err
+			return [16]byte{}, r.Err
 		}
 	}
-	td, err := q.adm.ListTopics(ctx, q.topic)
+	td, err := adm.ListTopics(ctx, jobs)
 	if err != nil {
-		return err
+		return [16]byte{}, err
 	}
-	d, ok := td[q.topic]
+	d, ok := td[jobs]
 	if !ok || d.Err != nil {
-		return fmt.Errorf("topic %s: not in the metadata after its creation: %v", q.topic, d.Err)
+		return [16]byte{}, fmt.Errorf("topic %s: not in the metadata after its creation: %v", jobs, d.Err)
 	}
-	q.topicID = d.ID
-	return nil
+	return d.ID, nil
 }
 
 func capabilities(o Options) adapters.Capabilities {
@@ -350,7 +373,9 @@ func classify(err error) error {
 	}
 	var ne net.Error
 	var oe *net.OpError
-	if errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, kgo.ErrClientClosed) || strings.Contains(err.Error(), "unable to dial") {
+	var eof *kgo.ErrFirstReadEOF // a connection closed at once (a partition's proxy), not a TLS broker
+	if errors.As(err, &ne) || errors.As(err, &oe) || errors.As(err, &eof) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, kgo.ErrClientClosed) || strings.Contains(err.Error(), "unable to dial") {
 		return fmt.Errorf("%w: %v", adapters.ErrUnavailable, err)
 	}
 	return err
@@ -446,8 +471,11 @@ func (q *Queue) add(f kgo.Fetches) {
 			pt = &partition{p: r.Partition, committed: r.Offset}
 			q.parts[r.Partition] = pt
 		}
-		if n := len(pt.recs); n > 0 && pt.recs[n-1].off >= r.Offset {
-			return // already held
+		if n := len(pt.recs); (n > 0 && pt.recs[n-1].off >= r.Offset) || r.Offset < pt.committed {
+			// Already held, or committed past: the client fetched it again
+			// (its position reset after a broker restart), and the
+			// member would deliver a record it acked.
+			return
 		}
 		var job adapters.Job
 		if err := json.Unmarshal(r.Value, &job); err != nil {

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	if broker.inst != nil {
 		_ = broker.inst.Stop()
 	}
+	stopShareBroker()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

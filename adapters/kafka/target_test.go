@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durachk/durachk/adapters"
 	kq "github.com/durachk/durachk/adapters/kafka"
 	"github.com/durachk/durachk/adapters/queuetest"
 	"github.com/durachk/durachk/internal/targets"
@@ -43,6 +45,18 @@ func TestParseKnobs(t *testing.T) {
 		{name: "flush interval kfake cannot run", url: "kafka://127.0.0.1:9092?private-instance.log.flush.interval.messages=100", wantErr: "log.flush.interval.messages"},
 		{name: "unknown knob", url: "kafka://127.0.0.1:9092?linger.ms=5", wantErr: `unknown setting "linger.ms"`},
 		{name: "path", url: "kafka://127.0.0.1:9092/jobs", wantErr: "path"},
+		{name: "no host: a private kfake per run", url: "kafka://?fifo=true", want: map[string]string{"fifo": "true"}},
+		{name: "no host, fsync per write", url: "kafka://?private-instance.log.flush.interval.messages=1", want: map[string]string{"private-instance.log.flush.interval.messages": "1"}},
+		{name: "no host with credentials", url: "kafka://u:pw@", wantErr: "host:port"},
+		{name: "no host with a path", url: "kafka:///jobs", wantErr: "kafka://"},
+		{name: "no host, sasl", url: "kafka://?sasl.mechanism=PLAIN", wantErr: "sasl.mechanism"},
+		{name: "no host, control commands", url: "kafka://?control.kill=true&control.start=true", wantErr: "control.*"},
+		{name: "share group", url: "kafka://?group.type=share&group.share.record.lock.duration.ms=2000&group.share.delivery.count.limit=3",
+			want: map[string]string{"group.type": "share", "group.share.record.lock.duration.ms": "2000", "group.share.delivery.count.limit": "3"}},
+		{name: "bad group type", url: "kafka://127.0.0.1:9092?group.type=classic", wantErr: "group.type"},
+		{name: "share group with fifo", url: "kafka://127.0.0.1:9092?group.type=share&fifo=true", wantErr: "fifo"},
+		{name: "delivery limit below Kafka's bound", url: "kafka://?group.type=share&group.share.delivery.count.limit=1", wantErr: "group.share.delivery.count.limit"},
+		{name: "bad lock", url: "kafka://?group.type=share&group.share.record.lock.duration.ms=0", wantErr: "group.share.record.lock.duration.ms"},
 		{name: "password stays out of errors", url: "kafka://u:s3cretpw@127.0.0.1:9092?nope=1", wantErr: "xxxxx"},
 	}
 	for _, tt := range tests {
@@ -63,8 +77,12 @@ func TestParseKnobs(t *testing.T) {
 			if s.Kind != "kafka" || fmt.Sprint(s.Options) != fmt.Sprint(tt.want) {
 				t.Errorf("kind %q options %v, want kafka and %v", s.Kind, s.Options, tt.want)
 			}
-			if u, _ := url.Parse(s.URL); u.RawQuery != "" {
+			u, _ := url.Parse(s.URL)
+			if u.RawQuery != "" {
 				t.Errorf("knobs left in the client URL %s", s.URL)
+			}
+			if got, want := targets.PrivateOnly(s), u.Host == ""; got != want {
+				t.Errorf("PrivateOnly(%s) = %v, want %v", s.URL, got, want)
 			}
 		})
 	}
@@ -233,4 +251,36 @@ func TestUnreachable(t *testing.T) {
 			}
 			return err
 		})
+}
+
+// TestClosedAtOnceIsUnavailable: a broker address whose connections are
+// closed as soon as they open (a partition's proxy cutting the link) is
+// ErrUnavailable, which a worker retries, not a configuration error. The
+// control: the private kfake opens.
+func TestClosedAtOnceIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := kq.Open(ctx, "kafka://"+ln.Addr().String(), queuetest.RunID(), kq.Options{})
+	if err == nil {
+		q.Close()
+		t.Fatal("opened through a link that closes every connection")
+	}
+	if !errors.Is(err, adapters.ErrUnavailable) {
+		t.Errorf("Open = %v, want ErrUnavailable", err)
+	}
+	open(t, kq.Options{})
 }

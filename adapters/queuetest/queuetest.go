@@ -95,6 +95,11 @@ type Features struct {
 	// ExtendExpiredMaySucceed: extending a lease that already ran out, before
 	// anyone else leased the job, may succeed instead of ErrLeaseLost.
 	ExtendExpiredMaySucceed bool
+	// ExpiryReleases: a lease that runs out makes the job available again at
+	// once, and the broker refuses the expired delivery's ack (a Kafka share
+	// group's acquisition lock): the ack is ErrLeaseLost and the job is
+	// delivered again.
+	ExpiryReleases bool
 	// Parallel runs the scripts in parallel (for brokers whose LeaseUnit is
 	// coarse enough that a busy machine cannot upset a script's timing).
 	Parallel bool

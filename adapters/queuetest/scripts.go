@@ -14,6 +14,7 @@ var (
 	expiryOnLease = func(e env) bool { return e.ExpiryOnNextLease }
 	extendExpired = func(e env) bool { return e.ExtendExpiredMaySucceed }
 	pendingHeld   = func(e env) bool { return e.PendingInFlight }
+	expiryFrees   = func(e env) bool { return e.ExpiryReleases }
 )
 
 // ifFenced: the step calls with a delivery that is no longer current; on a
@@ -131,8 +132,8 @@ var catalogue = []Script{
 		{Op: "enqueue", Arg: "a", Want: "ok"},
 		{Op: "lease", Dur: short, Want: "a a1 t1"},
 		{Op: "sleep", Dur: past},
-		{Op: "ack", D: 0, Want: "ok"},
-		{Op: "lease", Dur: short, Want: "none"},
+		{Op: "ack", D: 0, Want: "ok", alt: []alt{{when: expiryFrees, want: "lost"}}},
+		{Op: "lease", Dur: short, Want: "none", alt: []alt{{when: expiryFrees, want: "a a2 t2"}}},
 	}},
 	{Name: "nack at once", Steps: []Step{
 		{Op: "enqueue", Arg: "a", Want: "ok"},

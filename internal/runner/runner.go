@@ -127,6 +127,19 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	// teardown outlasted 5 s).
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(float64(15*time.Second)*Stretch()))
 	defer cancel()
+	if targets.PrivateOnly(spec) {
+		// No broker of the user's: the probe asks a private instance, as
+		// every run will.
+		stop, err := probePrivate(ctx, &probe)
+		if err != nil {
+			_ = targets.TeardownStore(tctx, probe)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: %s: the private %s broker did not start: %v", targets.ErrBadTarget, spec.Name, spec.Kind, err)
+		}
+		defer stop()
+	}
 	var q adapters.Queue
 	err = tryProbe(ctx, func() (err error) {
 		q, err = targets.OpenQueue(ctx, probe)
@@ -146,6 +159,9 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		t.caps.BrokerKill = true
 	}
 	powerLossCaps(spec, &t.caps)
+	if targets.PrivateOnly(spec) {
+		t.caps.Notes = append(t.caps.Notes, "the target names no broker: every contract runs on a private "+spec.Kind+" broker durachk starts for it (a child process with its own port and data directory)")
+	}
 	if spec.Options["transactional_ack"] == "true" {
 		t.caps.Notes = append(t.caps.Notes, "transactional ack: the job's row is deleted in the effect store's commit transaction (exactly-once effect without a dedupe on redelivery)")
 	}
@@ -170,6 +186,35 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 	t.describeCluster()
 	t.measuredOn += " (real processes)"
 	return t, nil
+}
+
+// probePrivate starts the private instance the probe of a target without a
+// broker of its own asks, in a run directory of the probe's (locked and
+// handed to the watchdog, as a run's), points probe at it, and returns what
+// stops it and removes the directory.
+func probePrivate(ctx context.Context, probe *targets.Spec) (func(), error) {
+	dir, err := os.MkdirTemp("", reaper.DirPattern(probe.RunID))
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := reaper.LockDir(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	reaper.Watch(reaper.KindDir, dir)
+	done := func() {
+		unlock()
+		os.RemoveAll(dir)
+		reaper.Forget(reaper.KindDir, dir)
+	}
+	inst, spec, err := targets.StartPrivate(ctx, *probe, dir)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	*probe = spec
+	return func() { _ = inst.Stop(); done() }, nil
 }
 
 // probeAttempts is how often the probe opens, and tears down, its namespace
@@ -419,7 +464,7 @@ func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 			}
 		}()
 	}
-	if needsBrokerKill(r.sc.Plan) && !targets.HasPrivateCluster(r.spec) {
+	if (needsBrokerKill(r.sc.Plan) || targets.PrivateOnly(r.spec)) && !targets.HasPrivateCluster(r.spec) {
 		if err := r.startBroker(instDir); err != nil {
 			return ex, err
 		}
@@ -664,7 +709,7 @@ func brokerSilent(err error) bool {
 // usesTarget reports whether the run works on the target's own broker, not
 // on a private instance or cluster of its own.
 func (r *run) usesTarget() bool {
-	if targets.HasPrivateCluster(r.t.Spec) {
+	if targets.HasPrivateCluster(r.t.Spec) || targets.PrivateOnly(r.t.Spec) {
 		return false
 	}
 	return !needsBrokerKill(r.sc.Plan) || r.t.Spec.ControlKills()

@@ -28,6 +28,11 @@ import (
 //	sasl.mechanism=SCRAM-SHA-256|SCRAM-SHA-512|PLAIN
 //	                                     with credentials in the URL (default SCRAM-SHA-256)
 //	fifo=true                            one record of a key at a time, in offset order (order.fifo)
+//	group.type=consumer|share            a consumer group (default) or a share group (KIP-932)
+//	group.share.record.lock.duration.ms=N, group.share.delivery.count.limit=N
+//	                                     the private kfake's share-group lock and delivery limit
+//	                                     (broker settings: a broker of yours has its own, which
+//	                                     the adapter reads; Kafka's defaults 30000 and 5)
 //	private-instance.log.flush.interval.messages=1|9223372036854775807
 //	                                     the private kfake's fsync: 1 syncs every write, Kafka's
 //	                                     default leaves it to the page cache
@@ -38,7 +43,12 @@ var kafkaKnobs = map[string]bool{
 	"group.protocol": true, "num.partitions": true, "replication.factor": true,
 	"min.insync.replicas": true, "retention.ms": true, "unclean.leader.election.enable": true,
 	"sasl.mechanism": true, "fifo": true, "private-instance.log.flush.interval.messages": true, "name": true,
+	"group.type": true, "group.share.record.lock.duration.ms": true, "group.share.delivery.count.limit": true,
 }
+
+// kafkaShareBroker are the knobs that are broker settings of share groups,
+// set on the private kfake.
+var kafkaShareBroker = []string{"group.share.record.lock.duration.ms", "group.share.delivery.count.limit"}
 
 // kafkaTopicConfigs are the knobs passed to CreateTopics as the jobs topic's
 // configs.
@@ -79,6 +89,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if o.Share {
+				return kq.OpenShare(ctx, s.URL, s.RunID, o)
+			}
 			return kq.Open(ctx, s.URL, s.RunID, o)
 		},
 		Version: func(ctx context.Context, s Spec) (string, error) {
@@ -90,8 +103,12 @@ func init() {
 		ServerSettings: func(context.Context, Spec) (ServerSettings, error) {
 			return ServerSettings{Unread: map[string]string{"log.flush.interval.messages": "not read from the broker: private-instance.log.flush.interval.messages says what the private kfake runs with"}}, nil
 		},
-		PrivateVersion: func() (string, error) { return "kfake " + kfakeVersion() + " (emulator)", nil },
+		PrivateVersion:     func() (string, error) { return "kfake " + kfakeVersion() + " (emulator)", nil },
+		PrivateWithoutHost: true,
 		Cleanup: func(ctx context.Context, s Spec, c Scope) ([]string, error) {
+			if PrivateOnly(s) {
+				return nil, nil // each run's kfake went with its process and directory (the local sweep)
+			}
 			removed, err := kq.DeleteRuns(ctx, s.URL, s.Options["sasl.mechanism"], c.Live)
 			if err != nil {
 				return removed, fmt.Errorf("cleanup %s: %w", Redact(s.URL), err)
@@ -123,8 +140,11 @@ func parseKafka(raw string, u *url.URL) (Spec, error) {
 		}
 	}
 	u.RawQuery = q.Encode()
-	if err := kq.CheckURL(u.String()); err != nil {
-		return Spec{}, fmt.Errorf("%w: %s: %v", ErrBadTarget, Redact(u.Redacted()), err)
+	private := u.Host == "" && u.User == nil && (u.Path == "" || u.Path == "/") && u.Opaque == ""
+	if !private {
+		if err := kq.CheckURL(u.String()); err != nil {
+			return Spec{}, fmt.Errorf("%w: %s: %v", ErrBadTarget, Redact(u.Redacted()), err)
+		}
 	}
 	name := opts["name"]
 	if name == "" {
@@ -132,6 +152,13 @@ func parseKafka(raw string, u *url.URL) (Spec, error) {
 	}
 	delete(opts, "name")
 	s := Spec{Name: name, URL: u.String(), Options: opts}
+	if private {
+		// kafka:// names no broker: every run starts a private kfake.
+		s.URL = "kafka://"
+		if opts["sasl.mechanism"] != "" {
+			return Spec{}, fmt.Errorf("%w: kafka:// (a private kfake per run) takes no sasl.mechanism: the private broker has a user of its own", ErrBadTarget)
+		}
+	}
 	if _, err := KafkaOptions(s); err != nil {
 		return Spec{}, err
 	}
@@ -167,6 +194,20 @@ func KafkaOptions(s Spec) (kq.Options, error) {
 	}
 	o.NoIdempotence = s.Options["enable.idempotence"] == "false"
 	o.FIFO = s.Options["fifo"] == "true"
+	if !oneOf(s.Options["group.type"], "", "consumer", "share") {
+		return o, bad("group.type", "consumer or share")
+	}
+	o.Share = s.Options["group.type"] == "share"
+	if o.Share && o.FIFO {
+		return o, fmt.Errorf("%w: fifo=true with group.type=share: a share group delivers the records of a partition to every member at once, in no order per key", ErrBadTarget)
+	}
+	for _, k := range kafkaShareBroker {
+		if v, ok := s.Options[k]; ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 1 || (k == "group.share.delivery.count.limit" && (n < 2 || n > 10)) {
+				return o, bad(k, map[bool]string{true: "2 to 10 (Kafka's bounds)", false: "milliseconds ≥ 1"}[k == "group.share.delivery.count.limit"])
+			}
+		}
+	}
 	if oneOf(o.Acks, "1", "0") && !o.NoIdempotence {
 		return o, fmt.Errorf("%w: acks=%s needs enable.idempotence=false (the idempotent producer requires acks=all)", ErrBadTarget, o.Acks)
 	}

@@ -55,7 +55,15 @@ func startPrivateKafka(ctx context.Context, s Spec, dir string) (Instance, Spec,
 		return nil, s, err
 	}
 	cfg := KafkaServerConfig{Port: port, User: "durachk", Password: Secret(16), InMemory: s.Volatile,
-		SyncWrites: privateValue(kafkaDurability, s, "log.flush.interval.messages") == "1"}
+		SyncWrites: privateValue(kafkaDurability, s, "log.flush.interval.messages") == "1",
+		// kfake looks for expired share-group locks every 5 s unless told
+		// otherwise (Kafka ends each lock by its own timer).
+		BrokerConfigs: map[string]string{"share.record.lock.sweep.interval.ms": "100"}}
+	for _, k := range kafkaShareBroker {
+		if v, ok := s.Options[k]; ok {
+			cfg.BrokerConfigs[k] = v
+		}
+	}
 	conf, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, s, err

@@ -105,6 +105,10 @@ type Kind struct {
 	Cleanup func(ctx context.Context, s Spec, c Scope) ([]string, error)
 	// Cluster, if set, starts and faults replicated topologies (cluster.go).
 	Cluster *ClusterKind
+	// PrivateWithoutHost: a URL of this kind without a host names no broker
+	// of the user's, and every run starts a private instance of its own
+	// (PrivateOnly).
+	PrivateWithoutHost bool
 }
 
 var kinds = map[string]*Kind{}
@@ -187,6 +191,9 @@ func Parse(raw string) (Spec, error) {
 		s.Options[key] = v
 	}
 	s.Kind, s.Control = k.Name, control
+	if PrivateOnly(s) && control != nil {
+		return Spec{}, fmt.Errorf("%w: %s: control.* commands need a broker of yours; without a host every run starts a private one", ErrBadTarget, Echo(raw))
+	}
 	if s.StoreURL == "" {
 		s.StoreURL = DefaultStoreURL()
 	}
@@ -310,6 +317,19 @@ func PrivateMissing(s Spec) error {
 		return nil // no broker fault, whatever the machine (CanKillBroker)
 	}
 	return k.CanStartPrivate()
+}
+
+// PrivateOnly reports whether s names no broker of the user's: a URL without
+// a host, of a kind whose private instance then runs every contract of the
+// target (Kafka: no Kafka broker binary reaches most machines; kfake is in
+// durachk).
+func PrivateOnly(s Spec) bool {
+	k, err := kindOf(s)
+	if err != nil || !k.PrivateWithoutHost {
+		return false
+	}
+	u, err := url.Parse(s.URL)
+	return err == nil && u.Host == ""
 }
 
 // StartPrivate starts a private instance of s's broker in dir.
