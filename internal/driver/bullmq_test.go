@@ -14,6 +14,7 @@ import (
 
 	rq "github.com/durachk/durachk/adapters/redis"
 	"github.com/durachk/durachk/contracts"
+	"github.com/durachk/durachk/internal/cli"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
@@ -217,4 +218,30 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// durachk selftest on the BullMQ driver: the catalogue's sabotages of the
+// reference worker are skipped with the reason, the driver's own run on
+// their contract and are caught by the property they declare.
+func TestSelftestOnBullMQ(t *testing.T) {
+	url := os.Getenv("DURACHK_REDIS_URL")
+	if url == "" || os.Getenv("DURACHK_PG_URL") == "" {
+		t.Skip("DURACHK_REDIS_URL or DURACHK_PG_URL is not set")
+	}
+	target := withKnobs(url, "name=bullmq&worker.command="+nodeDriver(t, "bullmq")+bullmqShortLocks)
+	var out bytes.Buffer
+	err := cli.Selftest(context.Background(), cli.RunOptions{Targets: []string{target}, Contracts: []string{"lease.redelivery"}, Seed: 1, Jobs: 12}, &out)
+	t.Logf("durachk selftest:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("selftest: %v", err)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^bullmq +lease\.redelivery +ack-before-effect +lost +yes 1/1 +violation`),
+		regexp.MustCompile(`(?m)^bullmq +lease\.redelivery +ack-before-commit +lost +- +skipped +this negative control breaks the reference pipeline's worker`),
+		regexp.MustCompile(`(?m)^1 of 1 sabotages caught`),
+	} {
+		if !want.MatchString(out.String()) {
+			t.Errorf("selftest printed no line matching %s", want)
+		}
+	}
 }
