@@ -410,6 +410,13 @@ async function work(cfg, st, conn, stopped) {
   return 0;
 }
 
+// pg-boss 10's worker does not await the complete or fail of a job
+// (manager.js, watch): one whose connection was lost rejects unhandled, which
+// ends a Node.js process by default. A team's supervisor would restart it; the
+// driver logs it and goes on, which is the same for the job — it stays
+// active until it expires — and keeps the run's other jobs going.
+process.on('unhandledRejection', err => log('unhandled rejection (pg-boss did not await it):', err && err.message));
+
 main().then(code => process.exit(code || 0), err => {
   log(err && err.stack || err);
   process.exit(1);
