@@ -79,6 +79,10 @@ const bullmqShortLocks = "&worker.lockDuration=1000&worker.stalledInterval=500"
 // not have is refused; cancellation is emulated (BullMQ has no cancelled
 // state), the rest native.
 func TestBullMQ(t *testing.T) {
+	// maxStalledCount 10: a job whose workers are killed twice would be
+	// failed by BullMQ itself at its default of 1 (moved_by_broker, as
+	// retry.bounded's poison job is: docs/bullmq.md), which is not this
+	// test's claim.
 	tg := bullmqTarget(t, bullmqShortLocks+"&worker.maxStalledCount=10")
 	caps := tg.Capabilities()
 	if !caps.FencedAck || caps.LeaseExtension == "none" || caps.Token == "none" {
