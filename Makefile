@@ -11,7 +11,8 @@ build:
 # not start last and hold the run up alone at its end (longest first, as
 # measured on 2026-12-04 at -p 4: 142, 114, 104, 97, 95, 90, 73, 54, 43, 32 s;
 # ./examples, the example gate workflow run three times: 54 s alone, 84 s at load 7;
-# ./internal/driver, a team's own worker and River through the worker protocol: 79 s).
+# ./internal/driver, the worker protocol's workers, River, BullMQ and pg-boss
+# one after another: 87 s at load 6, 137 s at load 10, 2026-12-07).
 SLOW := ./internal/runner/extclusters ./internal/runner/clusters ./internal/runner/loadfactor ./adapters/sqs ./internal/cli ./internal/targets ./explore ./examples ./internal/driver ./adapters/nats ./internal/runner/selftest ./adapters/queuetest ./internal/runner ./adapters/rabbit
 
 # Packages at a time: real-broker tests mostly wait on brokers and processes.

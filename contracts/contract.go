@@ -71,6 +71,10 @@ type Sabotage struct {
 	// MemOnly: the breakage exists on the embedded target only; on any other
 	// the sabotage is skipped with the reason.
 	MemOnly bool `json:"mem_only,omitempty"`
+	// Worker: a sabotage of the target's own worker (the worker protocol), by
+	// the name the worker declares in its hello; handed to it as
+	// worker.sabotage (WorkerSabotages).
+	Worker string `json:"worker,omitempty"`
 	// WritableReplicas: a replicated broker's replicas take writes of their
 	// own (Redis replica-read-only no), which no primary ever sees.
 	WritableReplicas bool `json:"writable_replicas,omitempty"`

@@ -94,6 +94,16 @@ func evaluateTrial(ctx context.Context, t Target, c *Contract, opts Options, sab
 		res.Verdict, res.Reason = Skipped, "this negative control breaks the embedded broker or store: it runs on mem only"
 		return res, nil
 	}
+	if _, own := ownWorker(t); sab != nil && own && sab.Pipeline.InWorkerOnly() {
+		res, _ := head(t, c, seed, jobs, sab)
+		res.Verdict, res.Reason = Skipped, "this negative control breaks the reference pipeline's worker, which the target's own worker (worker.command) replaces: the worker's own sabotages run instead"
+		return res, nil
+	}
+	if sab != nil && sab.Worker != "" && !own(t) {
+		res, _ := head(t, c, seed, jobs, sab)
+		res.Verdict, res.Reason = Skipped, "a sabotage of a worker of one's own: this target runs the reference pipeline"
+		return res, nil
+	}
 	if sab != nil && sab.Needs != nil {
 		if why := sab.Needs(t.Capabilities()); why != "" {
 			res, _ := head(t, c, seed, jobs, sab)

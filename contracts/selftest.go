@@ -63,8 +63,15 @@ const selfTestTries = 3
 func SelfTest(ctx context.Context, t Target, cs []*Contract, opts Options) ([]SabotageResult, error) {
 	n := max(opts.Trials, 1)
 	var out []SabotageResult
+	declared, own := ownWorker(t)
 	for _, c := range cs {
-		for _, s := range c.Sabotages {
+		sabotages := c.Sabotages
+		if own {
+			// The worker's own negative controls run beside the catalogue's,
+			// whose breakage inside the reference worker is skipped.
+			sabotages = append(append([]Sabotage(nil), sabotages...), workerSabotages(declared, c)...)
+		}
+		for _, s := range sabotages {
 			sr := SabotageResult{Contract: c.ID, Sabotage: s, Caught: true}
 			for k := range n {
 				r, sd, err := selfTestSeed(ctx, t, c, s, opts, n, k)
@@ -84,6 +91,12 @@ func SelfTest(ctx context.Context, t Target, cs []*Contract, opts Options) ([]Sa
 				}
 			}
 			out = append(out, sr)
+		}
+	}
+	for _, name := range declared {
+		if _, ok := WorkerSabotages[name]; !ok {
+			out = append(out, SabotageResult{Contract: "-", Sabotage: Sabotage{Name: name, Worker: name},
+				Result: Result{Target: t.Name(), Verdict: Skipped, Reason: fmt.Sprintf("the worker declares a sabotage %q, which durachk does not know: it cannot say which property must catch it (docs/worker-protocol.md lists the ones it knows)", name)}})
 		}
 	}
 	return out, nil
@@ -193,4 +206,48 @@ func SelfTestContracts(ids []string) ([]*Contract, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// OwnWorker is implemented by targets that can run a worker of their own
+// (the worker protocol's worker.command) in place of the reference
+// pipeline's: ok when this one does, with the sabotages its worker declares.
+type OwnWorker interface {
+	OwnWorker() (sabotages []string, ok bool)
+}
+
+// ownWorker returns the sabotages t's own worker declares, and whether t
+// runs one.
+func ownWorker(t Target) ([]string, bool) {
+	if w, ok := t.(OwnWorker); ok {
+		return w.OwnWorker()
+	}
+	return nil, false
+}
+
+func own(t Target) bool { _, ok := ownWorker(t); return ok }
+
+// WorkerSabotages are the sabotages a worker of one's own may declare
+// (docs/worker-protocol.md), by name: the contract each runs on and the
+// property it must raise there.
+var WorkerSabotages = map[string]struct {
+	Contract string
+	Sabotage Sabotage
+}{
+	"ack-before-effect": {"lease.redelivery", Sabotage{Name: "ack-before-effect", Worker: "ack-before-effect",
+		What: "the worker completes its job as soon as it received it, then runs the effect", Raises: []Property{PropLost}}},
+	"ignore-token": {"fencing.zombie", Sabotage{Name: "ignore-token", Worker: "ignore-token",
+		What: "the worker completes a job without checking that its lock is still its own", Raises: []Property{PropStaleAck}}},
+	"swallow-errors": {"retry.bounded", Sabotage{Name: "swallow-errors", Worker: "swallow-errors",
+		What: "the worker catches its job's failure and completes the job", Raises: []Property{PropLost}}},
+}
+
+// workerSabotages are the declared sabotages of a target's own worker that
+// run on c.
+func workerSabotages(declared []string, c *Contract) (run []Sabotage) {
+	for _, name := range declared {
+		if ws, ok := WorkerSabotages[name]; ok && ws.Contract == c.ID {
+			run = append(run, ws.Sabotage)
+		}
+	}
+	return run
 }

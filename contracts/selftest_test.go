@@ -345,3 +345,61 @@ func TestSeedMatters(t *testing.T) {
 		t.Fatal("seeds 7 and 8 gave identical results")
 	}
 }
+
+// ownWorkerMem is the embedded target posing as one that runs a worker of
+// its own which declares sabotages.
+type ownWorkerMem struct {
+	MemTarget
+	declared []string
+}
+
+func (o ownWorkerMem) OwnWorker() ([]string, bool) { return o.declared, true }
+
+// On a target with a worker of its own, the catalogue's sabotages that break
+// the reference worker are skipped with the reason, the worker's declared
+// sabotages run on their contract, and one durachk does not know is skipped
+// with the reason.
+func TestSelfTestOwnWorker(t *testing.T) {
+	c, err := Lookup("lease.redelivery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := SelfTest(context.Background(), ownWorkerMem{declared: []string{"ack-before-effect", "swallow-errors", "mystery"}}, []*Contract{c}, Options{Seed: 1, Jobs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]SabotageResult{}
+	for _, r := range res {
+		got[r.Sabotage.Name] = r
+	}
+	for _, tc := range []struct {
+		name, skipped string // skipped: a part of the reason; "": it ran
+	}{
+		{"ack-before-commit", "the target's own worker (worker.command) replaces"},
+		{"ack-dropped", "the target's own worker (worker.command) replaces"},
+		{"broker-delivery-limit", ""},
+		{"ack-before-effect", ""},
+		{"mystery", "which durachk does not know"},
+	} {
+		r, ok := got[tc.name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in the self-test", tc.name)
+		case tc.skipped == "" && r.Skipped():
+			t.Errorf("%s: skipped (%s), want it run", tc.name, r.Result.Reason)
+		case tc.skipped != "" && (!r.Skipped() || !strings.Contains(r.Result.Reason, tc.skipped)):
+			t.Errorf("%s: verdict %s (%s), want skipped: ...%s...", tc.name, r.Result.Verdict, r.Result.Reason, tc.skipped)
+		}
+	}
+	if r := got["ack-before-effect"]; r.Sabotage.Worker != "ack-before-effect" || fmt.Sprint(r.Sabotage.Raises) != "[lost]" {
+		t.Errorf("ack-before-effect runs as %+v, want the worker's sabotage raising lost", r.Sabotage)
+	}
+	if _, ok := got["swallow-errors"]; ok {
+		t.Errorf("swallow-errors ran on lease.redelivery; it belongs to retry.bounded")
+	}
+	// The reference pipeline's target never runs a worker's sabotage.
+	r, err := EvaluateSabotageTrial(context.Background(), MemTarget{}, c, WorkerSabotages["ack-before-effect"].Sabotage, Options{Seed: 1, Jobs: 8}, 0)
+	if err != nil || r.Verdict != Skipped {
+		t.Errorf("a worker's sabotage on the reference pipeline: %s (%v), want skipped", r.Verdict, err)
+	}
+}

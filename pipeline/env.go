@@ -99,6 +99,18 @@ type Sabotage struct {
 	DropEvents bool `json:"drop_events,omitempty"`
 }
 
+// InWorkerOnly reports whether s breaks the reference pipeline's worker
+// itself — its loop, its broker calls, its retry policy or its store client —
+// which a worker of one's own (the worker protocol) replaces: on such a
+// target the sabotage would break nothing. The worker protocol's server
+// (internal/driver) keeps the key, deadline and dead-letter sabotages; the
+// relay, the consumer, the operator and the store are durachk's either way.
+func (s Sabotage) InWorkerOnly() bool {
+	return s.AckBeforeCommit || s.NoHeartbeat || s.DualWrite || s.UnboundedRetry || s.TimeoutAsFailure ||
+		s.KeyPerDelivery || s.DropFirstAck || s.OneExtraAttempt || s.OneAttemptShort || s.DeadlineSlack ||
+		s.RetryPermanent || s.TimeoutAsUnavailable || s.CommitNotDurable
+}
+
 // RecordType is the record type of a completed call: ok, info when its outcome is
 // unknown (the reply was lost or timed out), fail when it definitely did not
 // happen.

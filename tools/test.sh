@@ -5,7 +5,8 @@
 # DURACHK_SERVICES_READY=1), it finds or starts them as .ci/run does
 # (.ci/services.sh: the shared Postgres, Redis, RabbitMQ, NATS and MariaDB)
 # and installs and starts what the tests need besides (.ci/setup.d: the SQS
-# emulator, Chromium, nftables, ...), stopping what it started at the end.
+# emulator, Chromium, nftables, the Node.js drivers' packages, ...), stopping
+# what it started at the end.
 #
 # The go test output is read back by tools/testreport, which prints it as go
 # test does and then counts the skipped tests by reason: a run that skipped

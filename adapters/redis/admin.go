@@ -126,9 +126,15 @@ func ReadyURL(ctx context.Context, url string) error {
 // dead or ids); cleanup never deletes anything else.
 var runKeyRE = regexp.MustCompile(`^durachk:([a-z0-9]{1,40}):(stream|delayed|dead|ids)$`)
 
-// DeleteRunKeys deletes the keys of runs that were killed before their teardown,
-// found with SCAN (never KEYS), except those of runs for which live is true. It
-// returns what it deleted.
+// workerKeyRE matches the keys a worker of a run's own creates under the
+// run's namespace (the worker protocol: keys prefixed durachk_<runid>_q:,
+// targets.WorkerNamespace) — a job library's, such as BullMQ's queue.
+var workerKeyRE = regexp.MustCompile(`^durachk_([a-z0-9]{1,40})_q:`)
+
+// DeleteRunKeys deletes the keys of runs that were killed before their
+// teardown — durachk's own and those of a worker's namespace — found with
+// SCAN (never KEYS), except those of runs for which live is true. It returns
+// what it deleted.
 func DeleteRunKeys(ctx context.Context, url string, live func(runID string) bool) ([]string, error) {
 	c, err := adminClient(url)
 	if err != nil {
@@ -136,17 +142,41 @@ func DeleteRunKeys(ctx context.Context, url string, live func(runID string) bool
 	}
 	defer c.Close()
 	var removed []string
-	it := c.Scan(ctx, 0, "durachk:*", 500).Iterator()
-	for it.Next(ctx) {
-		k := it.Val()
-		m := runKeyRE.FindStringSubmatch(k)
-		if m == nil || live(m[1]) {
-			continue
+	for _, scan := range []struct {
+		match string
+		re    *regexp.Regexp
+	}{{"durachk:*", runKeyRE}, {"durachk_*_q:*", workerKeyRE}} {
+		it := c.Scan(ctx, 0, scan.match, 500).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			m := scan.re.FindStringSubmatch(k)
+			if m == nil || live(m[1]) {
+				continue
+			}
+			if err := c.Del(ctx, k).Err(); err != nil {
+				return removed, fmt.Errorf("delete %s: %w", k, err)
+			}
+			removed = append(removed, "redis key "+k)
 		}
-		if err := c.Del(ctx, k).Err(); err != nil {
-			return removed, fmt.Errorf("delete %s: %w", k, err)
+		if err := it.Err(); err != nil {
+			return removed, err
 		}
-		removed = append(removed, "redis key "+k)
 	}
-	return removed, it.Err()
+	return removed, nil
+}
+
+// KeysWithPrefix lists the keys under prefix, found with SCAN (never KEYS):
+// what a run left, for the tests that check it left nothing.
+func KeysWithPrefix(ctx context.Context, url, prefix string) ([]string, error) {
+	c, err := adminClient(url)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var keys []string
+	it := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	return keys, it.Err()
 }

@@ -228,8 +228,9 @@ func TestCleanupDeletesOnlyRunKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := q.(*rq.Queue).Client()
-	keep := []string{"durachk:tcleanup:notours", "durachk:Upper:stream", "orders:stream", "durachk"}
-	for _, k := range keep {
+	keep := []string{"durachk:tcleanup:notours", "durachk:Upper:stream", "orders:stream", "durachk", "durachk_tcleanup_qx", "durachk_Up_q:jobs:1"}
+	// A worker's namespace (the worker protocol: durachk_<runid>_q:...).
+	for _, k := range append(keep, "durachk_tcleanup_q:jobs:1") {
 		if err := rdb.Set(ctx, k, "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +242,8 @@ func TestCleanupDeletesOnlyRunKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
-	if fmt.Sprint(removed) != "[redis key durachk:tcleanup:ids redis key durachk:tcleanup:stream]" {
-		t.Errorf("removed %v, want the run's stream and entry index only", removed)
+	if fmt.Sprint(removed) != "[redis key durachk:tcleanup:ids redis key durachk:tcleanup:stream redis key durachk_tcleanup_q:jobs:1]" {
+		t.Errorf("removed %v, want the run's stream, entry index and its worker's key only", removed)
 	}
 	for _, k := range keep {
 		if n, err := rdb.Exists(ctx, k).Result(); err != nil || n != 1 {

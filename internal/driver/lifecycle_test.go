@@ -19,7 +19,11 @@ import (
 
 // workerProcesses lists the live processes of the example worker this test
 // binary built (its path is the test binary's own).
-func workerProcesses() []string {
+func workerProcesses() []string { return processesOf(ownWorker) }
+
+// processesOf lists the live processes whose command line holds path (a
+// binary, or the script a runtime runs: node /.../main.js).
+func processesOf(path string) []string {
 	var out []string
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -31,7 +35,7 @@ func workerProcesses() []string {
 			continue
 		}
 		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if bytes.HasPrefix(cmdline, []byte(ownWorker)) {
+		if bytes.Contains(cmdline, []byte(path)) {
 			out = append(out, p.Name())
 		}
 	}

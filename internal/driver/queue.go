@@ -79,6 +79,9 @@ func (q *Queue) Drop(ctx context.Context) error {
 
 func (q *Queue) Capabilities() adapters.Capabilities { return q.p.Hello.Adapter() }
 
+// Sabotages are the negative controls the worker declares (its hello).
+func (q *Queue) Sabotages() []string { return q.p.Hello.Sabotages }
+
 // ServerVersion names the library the worker runs.
 func (q *Queue) ServerVersion() string {
 	h := q.p.Hello

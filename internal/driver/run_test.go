@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	rq "github.com/durachk/durachk/adapters/redis"
 	"github.com/durachk/durachk/contracts"
 	"github.com/durachk/durachk/internal/runner"
 	"github.com/durachk/durachk/internal/runner/runnertest"
@@ -74,6 +75,13 @@ func evaluate(t *testing.T, tg *runner.Target, id string, seed uint64) contracts
 	}
 	if left := runnertest.Leftovers(t, runID, dir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+	if tg.Spec.Kind == "redis" {
+		// The worker's namespace on Redis: its keys (a job library's queue).
+		ns := targets.WorkerNamespace(targets.Spec{RunID: runID}) + ":"
+		if left, err := rq.KeysWithPrefix(context.Background(), tg.Spec.URL, ns); err != nil || len(left) > 0 {
+			t.Errorf("left behind in Redis under %s: %v (%v)", ns, left, err)
+		}
 	}
 	t.Logf("%s seed %d: %s (%s) faults %v", id, seed, r.Verdict, r.Reason, r.Stats.Faults)
 	for _, v := range r.Violations {

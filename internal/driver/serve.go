@@ -192,6 +192,25 @@ func (s *Server) try(ctx context.Context, f func(ctx context.Context) error) err
 // the job back to the library (outcome unavailable).
 const storeTries = 5
 
+// resolve is try for a call that dedupes (the commit): after an attempt whose
+// outcome is unknown it goes on until one is known or ctx ends, so that the
+// worker is never told "unavailable" — nothing committed — about a commit
+// that may have landed (it would retry the job or give it up: the checker's
+// ambiguous_taken_as_known, found by partition.ambiguous on pg-boss).
+func (s *Server) resolve(ctx context.Context, f func(ctx context.Context) error) error {
+	for n := 1; ; n++ {
+		err := s.try(ctx, f)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, adapters.ErrAmbiguous) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Duration(n)*max(s.Backoff, 20*time.Millisecond), time.Second)):
+		}
+	}
+}
+
 func infra(err error) bool {
 	return errors.Is(err, adapters.ErrUnavailable) || errors.Is(err, adapters.ErrAmbiguous) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -269,7 +288,7 @@ func (s *Server) effect(ctx context.Context, h held) (outcome, reason string) {
 		PayloadHash: pipeline.Hash(j.Payload), Result: result, EventID: "ev:" + h.key,
 		BeforeCommit: func(ctx context.Context) { s.Hooks.At(ctx, pipeline.MidCommit, j.ID) }}
 	var deduped bool
-	err = s.try(ctx, func(ctx context.Context) error {
+	err = s.resolve(ctx, func(ctx context.Context) error {
 		s.rec(history.Invoke, history.Commit, h, "", nil)
 		err := s.call(ctx, func(ctx context.Context) (err error) {
 			deduped, err = s.Store.CommitResultWithEvent(ctx, req)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -64,7 +65,15 @@ type Target struct {
 	measuredOn string
 	durability *targets.Durability
 	down       downState
+	// workerSabotages: the negative controls the target's own worker
+	// declares (worker.command), nil for the reference pipeline.
+	workerSabotages []string
 }
+
+// OwnWorker says whether the target runs a worker of its own (the worker
+// protocol) and the sabotages it declares: selftest runs those, and skips
+// the reference worker's.
+func (t *Target) OwnWorker() ([]string, bool) { return t.workerSabotages, targets.HasWorker(t.Spec) }
 
 // downState is since when the target's broker has not answered, as runs of
 // it found: a run that starts while it is set asks the broker with a short
@@ -153,6 +162,9 @@ func New(ctx context.Context, spec targets.Spec) (*Target, error) {
 		return nil, fmt.Errorf("%w: %s: %v", targets.ErrBadTarget, spec.Name, err)
 	}
 	t.caps = q.Capabilities()
+	if ws, ok := q.(interface{ Sabotages() []string }); ok && targets.HasWorker(spec) {
+		t.workerSabotages = ws.Sabotages()
+	}
 	if err := targets.CanKillBroker(spec); err != nil {
 		t.caps.Notes = append(t.caps.Notes, contracts.BrokerFaultsNote+err.Error())
 	} else {
@@ -376,6 +388,11 @@ func (t *Target) execute(ctx context.Context, rc contracts.Run) (ex contracts.Ex
 		r.spec.NoFence, r.spec.KeyOnlyDedupe = s.Store.NoFence, s.Store.KeyOnlyDedupe
 		r.spec.Volatile, r.spec.BreakOrder, r.spec.Unreplicated = s.Volatile, s.BreakOrder, s.Unreplicated
 		r.spec.WritableReplicas = s.WritableReplicas
+		if s.Worker != "" {
+			// The target's own worker applies it (worker.sabotage).
+			r.spec.Options = maps.Clone(r.spec.Options)
+			r.spec.Options[targets.WorkerSabotage] = s.Worker
+		}
 	}
 	if r.self, err = workerBinary(); err != nil {
 		return ex, err

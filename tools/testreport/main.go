@@ -8,9 +8,11 @@
 //
 // It exits 1 when a package failed or the stream ended without a package's
 // result (a build failure, a killed test binary), and, with
-// -require-services, when a test skipped because a service URL it needs was
-// not set (a reason naming a DURACHK_*_URL variable): on a machine that runs
-// the services, as this project's CI does, such a skip hides a test.
+// -require-services, when a test skipped because a service it needs was
+// missing — a service URL not set (a reason naming a DURACHK_*_URL
+// variable), or Node.js and the packages of the Node.js drivers (a reason
+// starting "needs Node.js", which .ci/setup.d installs): on a machine that
+// runs the services, as this project's CI does, such a skip hides a test.
 package main
 
 import (
@@ -26,7 +28,7 @@ import (
 )
 
 func main() {
-	require := flag.Bool("require-services", false, "exit 1 when a test skipped because a service URL (DURACHK_*_URL) was not set")
+	require := flag.Bool("require-services", false, "exit 1 when a test skipped because a service was missing (a DURACHK_*_URL not set, Node.js or a driver's packages)")
 	flag.Parse()
 	if err := run(os.Stdin, os.Stdout, *require); err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
@@ -47,8 +49,9 @@ type event struct {
 // ("    x_test.go:12: DURACHK_PG_URL is not set").
 var logLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
 
-// missingService matches a reason that names an unset service variable.
-var missingService = regexp.MustCompile(`\bDURACHK_[A-Z]+_URL\b.*\bnot set\b|\bnot set\b.*\bDURACHK_[A-Z]+_URL\b|^needs \$DURACHK_`)
+// missingService matches a reason that names an unset service variable, or
+// the Node.js runtime or packages a driver needs.
+var missingService = regexp.MustCompile(`\bDURACHK_[A-Z]+_URL\b.*\bnot set\b|\bnot set\b.*\bDURACHK_[A-Z]+_URL\b|^needs \$DURACHK_|^needs Node\.js\b`)
 
 type skip struct{ pkg, test, reason string }
 
@@ -116,7 +119,7 @@ func run(in io.Reader, out io.Writer, require bool) error {
 	case len(unended) > 0:
 		return fmt.Errorf("no result from %s (the test binary died?)", strings.Join(unended, " "))
 	case require && missing > 0:
-		return fmt.Errorf("%d test(s) skipped for a service URL that was not set: this machine runs the services (.ci/services.sh finds or starts them)", missing)
+		return fmt.Errorf("%d test(s) skipped for a missing service: this machine runs the services (.ci/services.sh finds or starts them, .ci/setup.d installs the Node.js drivers' packages)", missing)
 	}
 	return nil
 }
@@ -133,7 +136,7 @@ func reason(lines []string) string {
 
 // summarize prints the skips grouped by reason, most frequent first, with
 // up to three tests each, and returns how many skipped for a missing
-// service URL.
+// service.
 func summarize(out io.Writer, skips []skip) int {
 	if len(skips) == 0 {
 		fmt.Fprintln(out, "skipped: none")
@@ -157,7 +160,7 @@ func summarize(out io.Writer, skips []skip) int {
 		}
 		return reasons[i] < reasons[j]
 	})
-	fmt.Fprintf(out, "skipped: %d test(s), %d of them for a service URL that was not set\n", len(skips), missing)
+	fmt.Fprintf(out, "skipped: %d test(s), %d of them for a missing service (a URL not set, Node.js)\n", len(skips), missing)
 	for _, r := range reasons {
 		ss := by[r]
 		var names []string

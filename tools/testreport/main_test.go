@@ -12,6 +12,8 @@ const (
 {"Action":"skip","Package":"p","Test":"TestBroker","Elapsed":0}`
 	skippedOther = `{"Action":"output","Package":"p","Test":"TestRoot","Output":"    r_test.go:3: nft needs root\n"}
 {"Action":"skip","Package":"p","Test":"TestRoot","Elapsed":0}`
+	skippedNode = `{"Action":"output","Package":"p","Test":"TestBullMQ","Output":"    b_test.go:9: needs Node.js: node is not on PATH (drivers/bullmq runs on it)\n"}
+{"Action":"skip","Package":"p","Test":"TestBullMQ","Elapsed":0}`
 	failed = `{"Action":"output","Package":"p","Test":"TestBad","Output":"    x_test.go:5: want 1, got 2\n"}
 {"Action":"output","Package":"p","Test":"TestBad","Output":"--- FAIL: TestBad (0.00s)\n"}
 {"Action":"fail","Package":"p","Test":"TestBad","Elapsed":0}`
@@ -29,8 +31,9 @@ func TestRun(t *testing.T) {
 	}{
 		{"a pass", []string{start, passed}, false, "", []string{"ok  \tp\t1.500s", "skipped: none"}},
 		{"skips counted by reason", []string{start, skipped, skippedOther, passed}, false, "",
-			[]string{"skipped: 2 test(s), 1 of them for a service URL that was not set", "1 × DURACHK_PG_URL is not set: no store (p TestBroker)", "1 × nft needs root (p TestRoot)"}},
-		{"a skip for an unset URL fails when services are required", []string{start, skipped, passed}, true, "1 test(s) skipped for a service URL", nil},
+			[]string{"skipped: 2 test(s), 1 of them for a missing service", "1 × DURACHK_PG_URL is not set: no store (p TestBroker)", "1 × nft needs root (p TestRoot)"}},
+		{"a skip for an unset URL fails when services are required", []string{start, skipped, passed}, true, "1 test(s) skipped for a missing service", nil},
+		{"a skip for a missing Node.js fails when services are required", []string{start, skippedNode, passed}, true, "1 test(s) skipped for a missing service", nil},
 		{"another skip does not", []string{start, skippedOther, passed}, true, "", []string{"1 × nft needs root"}},
 		{"a failed test's output and the package's failure", []string{start, failed, pkgFail}, false, "1 package(s) failed: p",
 			[]string{"x_test.go:5: want 1, got 2", "--- FAIL: TestBad", "FAIL\tp\t1.500s"}},
