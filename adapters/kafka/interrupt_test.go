@@ -3,45 +3,18 @@ package kafka_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	kq "github.com/durachk/durachk/adapters/kafka"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// durachkBinary builds cmd/durachk once per test binary.
-func durachkBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "durachk-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "durachk")
-		if b, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/durachk").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
 
 // procsOf lists the live processes that run bin (workers, the private kfake
 // and durachk itself), as "pid: command line".
@@ -94,7 +67,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 		t.Skip("DURACHK_PG_URL is not set: the run needs the effect store")
 	}
 	u := brokerURL(t)
-	bin := durachkBinary(t)
+	bin := runnertest.Binary(t)
 	runsOn := func(t *testing.T) []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

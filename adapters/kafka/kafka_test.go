@@ -16,6 +16,7 @@ import (
 	"github.com/durachk/durachk/adapters/queuetest"
 	"github.com/durachk/durachk/internal/kafkaserver"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 	}
 	stopShareBroker()
 	os.RemoveAll(dir)
+	runnertest.RemoveBinary()
 	os.Exit(code)
 }
 

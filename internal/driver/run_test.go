@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	runnertest.RemoveBinary()
 	os.Exit(code)
 }
 
