@@ -669,7 +669,12 @@ func (q *Queue) finish(ctx context.Context, op string, d adapters.Delivery, befo
 	if err := q.commit(ctx, p, next, rc.member, rc.gen); err != nil {
 		q.mu.Lock()
 		if r2 := q.holds(p, r); r2 {
-			r.done, r.leased = false, false
+			// Unfinished again, but still leased until its deadline: the
+			// holder may try again, and delivering it at once to another
+			// worker of this member preempted a live holder (a commit
+			// refused during a rebalance, then the record leased again
+			// 5 ms later; CI, idempotency.conflict on kafka://).
+			r.done = false
 		}
 		q.mu.Unlock()
 		return &adapters.OpError{Target: target, Op: op, JobID: d.Job.ID, Attempt: d.Attempt, Err: err}

@@ -206,7 +206,7 @@ func TestGarbageIsRefused(t *testing.T) {
 		{name: "long host name", args: []string{"run", "--target", "redis://" + strings.Repeat("h", 300) + ":6379/0"}, want: "a host name has at most 253"},
 		{name: "space in the host", args: []string{"run", "--target", "redis://127.0.0.1 x:6379/0"}, want: "a space before the query"},
 		{name: "control character in a URL", args: []string{"run", "--target", "redis://127.0.0.1:6379/0\nx"}, want: "control character"},
-		{name: "unknown broker kind", args: []string{"run", "--target", "kafka://127.0.0.1:9092"}, want: `unknown broker kind "kafka"`},
+		{name: "unknown broker kind", args: []string{"run", "--target", "pulsar://127.0.0.1:6650"}, want: `unknown broker kind "pulsar"`},
 		{name: "not a URL", args: []string{"run", "--target", "nonsense"}, want: `target "nonsense": want mem or a broker URL`},
 		{name: "duplicate --target names", args: []string{"run", "--target", "mem", "--target", "mem"}, want: `target name "mem" used twice`},
 		{name: "duplicate yaml names", args: []string{"run", "-c", "dup-names.yaml"}, want: `target name "a" used twice`},

@@ -16,7 +16,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"run", "--bogus"}, cli.ExitConfig},
 		{"unknown command", []string{"frobnicate"}, cli.ExitConfig},
 		{"unexpected argument", []string{"run", "extra"}, cli.ExitConfig},
-		{"unknown broker kind", []string{"run", "--target", "kafka://127.0.0.1:9092", "--out", t.TempDir()}, cli.ExitConfig},
+		{"unknown broker kind", []string{"run", "--target", "pulsar://127.0.0.1:6650", "--out", t.TempDir()}, cli.ExitConfig},
 		{"unknown knob", []string{"run", "--target", "postgres://127.0.0.1:5432/test?no_such_knob=1", "--out", t.TempDir()}, cli.ExitConfig},
 		{"embedded catalogue passes", []string{"run", "--out", t.TempDir(), "--format", "json"}, cli.ExitPass},
 		{"selftest catches every sabotage", []string{"selftest"}, cli.ExitPass},

@@ -556,6 +556,12 @@ start_rabbit() {
   ip=$(node_ip "$n")
   (
     cd "$D/$n"
+    # rabbitmq-env reads each setting also from its bare name (LOGS for
+    # RABBITMQ_LOGS, ...): a caller's LOGS=DIR sent the node's log to a
+    # directory and it refused to start (cannot_log_to_file, eisdir).
+    unset LOGS SASL_LOGS NODENAME NODE_IP_ADDRESS NODE_PORT DIST_PORT CONFIG_FILE ADVANCED_CONFIG_FILE \
+      MNESIA_BASE MNESIA_DIR LOG_BASE PLUGINS_DIR PLUGINS_EXPAND_DIR ENABLED_PLUGINS_FILE PID_FILE \
+      SERVER_ERL_ARGS SERVER_ADDITIONAL_ERL_ARGS SERVER_START_ARGS CONF_ENV_FILE USE_LONGNAME
     export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     export HOME=$D/home LANG=C.UTF-8 ERL_EPMD_PORT=$EPMD_PORT RABBITMQ_USE_LONGNAME=true
     export RABBITMQ_NODENAME=rabbit-$n@$ip RABBITMQ_NODE_IP_ADDRESS=$ip
