@@ -145,13 +145,19 @@ func TestKilledBullMQRunCleanedUp(t *testing.T) {
 	// The run's namespace (its run id is the contract's, a child of the
 	// command's), once BullMQ holds jobs in it.
 	var ns string
-	for end := time.Now().Add(runnertest.Loaded(30 * time.Second)); ns == "" && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		ns = newNamespace(t, url, before, 5)
-	}
+	var procs []string
 	drivers := func() []string { return processesOf(script) }
-	if ns == "" || len(drivers()) < 2 {
+	for end := time.Now().Add(runnertest.Loaded(30 * time.Second)); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ns == "" {
+			ns = newNamespace(t, url, before, 5)
+		}
+		if procs = drivers(); ns != "" && len(procs) >= 2 {
+			break
+		}
+	}
+	if ns == "" || len(procs) < 2 {
 		kill()
-		t.Fatalf("no jobs in BullMQ or no driver processes (%v) within 30 s; durachk's stderr:\n%s", drivers(), stderr.String())
+		t.Fatalf("no jobs in BullMQ or no driver processes (%v) within 30 s; durachk's stderr:\n%s", procs, stderr.String())
 	}
 	kill()
 	if left := settled(drivers); len(left) > 0 {
