@@ -100,6 +100,10 @@ type Features struct {
 	// group's acquisition lock): the ack is ErrLeaseLost and the job is
 	// delivered again.
 	ExpiryReleases bool
+	// LateDeleteAmbiguous: an ack answered after the lease can have run out
+	// is ErrAmbiguous (SQS answers a delete with an expired delivery's
+	// receipt handle without error, deleting the message or not).
+	LateDeleteAmbiguous bool
 	// Parallel runs the scripts in parallel (for brokers whose LeaseUnit is
 	// coarse enough that a busy machine cannot upset a script's timing).
 	Parallel bool

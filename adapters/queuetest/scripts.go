@@ -15,6 +15,7 @@ var (
 	extendExpired = func(e env) bool { return e.ExtendExpiredMaySucceed }
 	pendingHeld   = func(e env) bool { return e.PendingInFlight }
 	expiryFrees   = func(e env) bool { return e.ExpiryReleases }
+	lateAmbiguous = func(e env) bool { return e.LateDeleteAmbiguous }
 )
 
 // ifFenced: the step calls with a delivery that is no longer current; on a
@@ -132,7 +133,7 @@ var catalogue = []Script{
 		{Op: "enqueue", Arg: "a", Want: "ok"},
 		{Op: "lease", Dur: short, Want: "a a1 t1"},
 		{Op: "sleep", Dur: past},
-		{Op: "ack", D: 0, Want: "ok", alt: []alt{{when: expiryFrees, want: "lost"}}},
+		{Op: "ack", D: 0, Want: "ok", alt: []alt{{when: expiryFrees, want: "lost"}, {when: lateAmbiguous, want: "ambiguous"}}},
 		{Op: "lease", Dur: short, Want: "none", alt: []alt{{when: expiryFrees, want: "a a2 t2"}}},
 	}},
 	{Name: "nack at once", Steps: []Step{

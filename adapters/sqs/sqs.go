@@ -173,6 +173,11 @@ type Queue struct {
 	// id) when this Queue first received it, under inspect: later receives of
 	// Inspect raise it.
 	dlqCount map[string]int
+	// leases holds, per receipt handle this Queue received, the earliest
+	// moment its visibility timeout can have run out (the receive's or the
+	// last extension's start plus its timeout): a delete answered after it
+	// may have deleted nothing (see settled).
+	leases sync.Map // string → time.Time
 }
 
 var (
@@ -563,8 +568,9 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	if q.closed.Load() {
 		return none, opErr("lease", none, adapters.ErrClosed)
 	}
+	start, vis := time.Now(), min(Seconds(lease, 1), 43200)
 	out, err := q.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(q.url),
-		MaxNumberOfMessages: 1, VisibilityTimeout: min(Seconds(lease, 1), 43200), WaitTimeSeconds: q.opts.WaitTimeSeconds,
+		MaxNumberOfMessages: 1, VisibilityTimeout: vis, WaitTimeSeconds: q.opts.WaitTimeSeconds,
 		MessageSystemAttributeNames: q.attrList})
 	if err != nil {
 		return none, opErr("lease", none, mapErr(err))
@@ -572,7 +578,31 @@ func (q *Queue) Lease(ctx context.Context, lease time.Duration) (adapters.Delive
 	if len(out.Messages) == 0 {
 		return none, adapters.ErrNoJob
 	}
-	return q.delivery(out.Messages[0])
+	d, err := q.delivery(out.Messages[0])
+	if err == nil {
+		// With a long poll the visibility starts at the message's receipt,
+		// later than start: the bound stays on the safe side.
+		q.leases.Store(d.Receipt, start.Add(time.Duration(vis)*time.Second))
+	}
+	return d, err
+}
+
+// settled maps the answer to a delete with d's receipt handle. SQS answers a
+// delete with the handle of a delivery whose visibility timeout ran out
+// without error, deleting the message or not (the emulator here did not: a
+// dead-lettered job came back 0.7 s later, beside two busy loops); answered
+// after the earliest moment the timeout can have run out, the delete's
+// outcome is unknown.
+func (q *Queue) settled(d adapters.Delivery, err error) error {
+	v, ok := q.leases.LoadAndDelete(d.Receipt)
+	if err != nil || !ok {
+		return err
+	}
+	if until := v.(time.Time); !time.Now().Before(until) {
+		return fmt.Errorf("%w: the lease had run out when SQS answered the delete (%s past it): the message may not have been deleted",
+			adapters.ErrAmbiguous, time.Since(until).Round(time.Millisecond))
+	}
+	return nil
 }
 
 func (q *Queue) delivery(m types.Message) (adapters.Delivery, error) {
@@ -591,7 +621,7 @@ func (q *Queue) Ack(ctx context.Context, d adapters.Delivery) error {
 		return opErr("ack", d, adapters.ErrClosed)
 	}
 	_, err := q.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: aws.String(d.Receipt)})
-	return opErr("ack", d, mapErr(err))
+	return opErr("ack", d, q.settled(d, mapErr(err)))
 }
 
 // Nack makes the message visible again after delay (rounded up to whole seconds;
@@ -612,8 +642,16 @@ func (q *Queue) changeVisibility(ctx context.Context, op string, d adapters.Deli
 	if q.closed.Load() {
 		return opErr(op, d, adapters.ErrClosed)
 	}
+	start := time.Now()
 	_, err := q.client.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q.url),
 		ReceiptHandle: aws.String(d.Receipt), VisibilityTimeout: min(secs, 43200)})
+	if err == nil {
+		if op == "nack" {
+			q.leases.Delete(d.Receipt)
+		} else if _, ok := q.leases.Load(d.Receipt); ok {
+			q.leases.Store(d.Receipt, start.Add(time.Duration(min(secs, 43200))*time.Second))
+		}
+	}
 	return opErr(op, d, mapErr(err))
 }
 
@@ -639,7 +677,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason stri
 		return opErr("dead letter", d, mapErr(err))
 	}
 	_, err = q.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: aws.String(d.Receipt)})
-	return opErr("dead letter", d, mapErr(err))
+	return opErr("dead letter", d, q.settled(d, mapErr(err)))
 }
 
 // Counts are a queue's approximate message counts (GetQueueAttributes).

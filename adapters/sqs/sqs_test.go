@@ -80,7 +80,7 @@ var job = queuetest.Job
 // after it has expired might result in an error" (fauxqs: it succeeds):
 // ExtendExpiredMaySucceed. No fenced ack (Capabilities.FencedAck false) is
 // derived from the capabilities. Scripts run in whole seconds, so in parallel.
-var features = queuetest.Features{LeaseUnit: time.Second, Unordered: true, Unnamed: true, ExtendExpiredMaySucceed: true, Parallel: true}
+var features = queuetest.Features{LeaseUnit: time.Second, Unordered: true, Unnamed: true, ExtendExpiredMaySucceed: true, LateDeleteAmbiguous: true, Parallel: true}
 
 // TestConformance runs the port's conformance suite against SQS and, as the
 // reference, against adapters/mem. A delivery limit is the RedrivePolicy's
@@ -323,5 +323,45 @@ func TestRedriveIsTheBrokersOwnAction(t *testing.T) {
 				t.Errorf("moved after %d deliveries, want 2 (3 on fauxqs)", m.Deliveries)
 			}
 		})
+	}
+}
+
+// A delete answered after the lease's visibility timeout can have run out
+// is ambiguous: SQS answers it without error whether or not it deleted the
+// message. The control: within the lease, ack and dead letter are definite.
+func TestDeleteAfterTheLeaseIsAmbiguous(t *testing.T) {
+	q := newQueue(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"in-time", "late-ack", "late-dead"} {
+		if err := q.Enqueue(ctx, job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leased := map[string]adapters.Delivery{}
+	for end := time.Now().Add(30 * time.Second); len(leased) < 3 && time.Now().Before(end); {
+		d, err := q.Lease(ctx, time.Minute)
+		if errors.Is(err, adapters.ErrNoJob) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		leased[d.Job.ID] = d
+	}
+	if len(leased) < 3 {
+		t.Fatalf("leased %d of 3", len(leased))
+	}
+	if err := q.Ack(ctx, leased["in-time"]); err != nil {
+		t.Errorf("ack within the lease: %v", err)
+	}
+	// The bound of each late delivery moved into the past, as time would.
+	for _, id := range []string{"late-ack", "late-dead"} {
+		q.leases.Store(leased[id].Receipt, time.Now().Add(-time.Second))
+	}
+	if err := q.Ack(ctx, leased["late-ack"]); !errors.Is(err, adapters.ErrAmbiguous) {
+		t.Errorf("ack after the lease = %v, want ErrAmbiguous", err)
+	}
+	if err := q.DeadLetter(ctx, leased["late-dead"], "permanent_error"); !errors.Is(err, adapters.ErrAmbiguous) {
+		t.Errorf("dead letter after the lease = %v, want ErrAmbiguous", err)
 	}
 }
