@@ -16,28 +16,10 @@ import (
 	"github.com/durachk/durachk/internal/runner/runnertest"
 )
 
-// procsOf lists the live processes that run bin (workers, the private kfake
-// and durachk itself), as "pid: command line".
-func procsOf(bin string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.HasPrefix(b, []byte(bin+"\x00")) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
-			continue // a zombie holds nothing
-		}
-		out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-	}
-	return out
-}
-
 // workerRun returns the run id of a worker process of bin (from its working
 // directory, the run's), or "".
 func workerRun(bin string) string {
-	for _, p := range procsOf(bin) {
+	for _, p := range runnertest.Processes(bin) {
 		pid, cmdline, _ := strings.Cut(p, ": ")
 		if !strings.Contains(cmdline, " worker --config ") {
 			continue
@@ -85,7 +67,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
 				before := runsOn(t)
-				if p := procsOf(bin); len(p) > 0 {
+				if p := runnertest.Processes(bin); len(p) > 0 {
 					t.Fatalf("processes of %s before the run: %v", bin, p)
 				}
 				cmd := exec.Command(bin, "run", "--target", tc.target, "--contract", "lease.redelivery", "--out", t.TempDir())
@@ -136,7 +118,7 @@ func TestInterruptedRunLeavesNothing(t *testing.T) {
 				// a moment.
 				var procs []string
 				for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-					if procs = procsOf(bin); len(procs) == 0 || time.Now().After(deadline) {
+					if procs = runnertest.Processes(bin); len(procs) == 0 || time.Now().After(deadline) {
 						break
 					}
 				}

@@ -787,15 +787,25 @@ func (q *Queue) Extend(ctx context.Context, d adapters.Delivery, lease time.Dura
 // as Ack does.
 func (q *Queue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
 	return q.finish(ctx, "dead-letter", d, func(r *rec) error {
-		dl := &kgo.Record{Topic: q.dlq, Key: r.raw.Key, Value: r.raw.Value, Headers: []kgo.RecordHeader{
-			{Key: "durachk.reason", Value: []byte(reason)},
-			{Key: "durachk.source", Value: fmt.Appendf(nil, "%s/%d/%d", r.raw.Topic, r.raw.Partition, r.off)},
-		}}
-		if err := q.prod.ProduceSync(ctx, dl).FirstErr(); err != nil {
-			return produceErr(err)
-		}
-		return nil
+		return produce(ctx, q.prod, deadLetterRecord(q.dlq, r.raw, reason))
 	})
+}
+
+// deadLetterRecord is r as the dead-letter topic dlq keeps it: its key and
+// value, the pipeline's reason and where it came from.
+func deadLetterRecord(dlq string, r *kgo.Record, reason string) *kgo.Record {
+	return &kgo.Record{Topic: dlq, Key: r.Key, Value: r.Value, Headers: []kgo.RecordHeader{
+		{Key: "durachk.reason", Value: []byte(reason)},
+		{Key: "durachk.source", Value: []byte(source(r))},
+	}}
+}
+
+// produce writes rec and waits for the broker's acknowledgement.
+func produce(ctx context.Context, prod *kgo.Client, rec *kgo.Record) error {
+	if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return produceErr(err)
+	}
+	return nil
 }
 
 // Inspect reads what the broker holds: the jobs topic from the group's

@@ -428,10 +428,7 @@ func source(r *kgo.Record) string { return fmt.Sprintf("%s/%d/%d", r.Topic, r.Pa
 func (q *ShareQueue) Ack(ctx context.Context, d adapters.Delivery) error {
 	return q.finish(ctx, "ack", d, kgo.AckAccept, func(r *kgo.Record) error {
 		note := &kgo.Record{Topic: q.acks, Key: []byte(source(r)), Value: []byte(strconv.Itoa(int(r.DeliveryCount())))}
-		if err := q.prod.ProduceSync(ctx, note).FirstErr(); err != nil {
-			return produceErr(err)
-		}
-		return nil
+		return produce(ctx, q.prod, note)
 	})
 }
 
@@ -444,14 +441,7 @@ func (q *ShareQueue) Nack(ctx context.Context, d adapters.Delivery, _ time.Durat
 // DeadLetter produces the record to the dead-letter topic, then REJECTs it.
 func (q *ShareQueue) DeadLetter(ctx context.Context, d adapters.Delivery, reason string) error {
 	return q.finish(ctx, "dead-letter", d, kgo.AckReject, func(r *kgo.Record) error {
-		dl := &kgo.Record{Topic: q.dlq, Key: r.Key, Value: r.Value, Headers: []kgo.RecordHeader{
-			{Key: "durachk.reason", Value: []byte(reason)},
-			{Key: "durachk.source", Value: []byte(source(r))},
-		}}
-		if err := q.prod.ProduceSync(ctx, dl).FirstErr(); err != nil {
-			return produceErr(err)
-		}
-		return nil
+		return produce(ctx, q.prod, deadLetterRecord(q.dlq, r, reason))
 	})
 }
 

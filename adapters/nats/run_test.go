@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -207,33 +205,6 @@ func TestMaxMsgsDropsJobsInARun(t *testing.T) {
 	t.Fatalf("no run in %d seeds where the broker dropped a job the checker flags", runnertest.MaxSeeds)
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// durachkBinary builds cmd/durachk once per test binary.
-func durachkBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "durachk-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "durachk")
-		if b, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/durachk").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(builtBin)) })
-	return builtBin
-}
-
 // An interrupted run leaves no stream on the server: after SIGINT the run
 // tears its streams down itself; after SIGKILL they stay until `durachk
 // cleanup`, which names each one it removes.
@@ -242,7 +213,7 @@ func TestInterruptedRunLeavesNoStreams(t *testing.T) {
 	if os.Getenv("DURACHK_PG_URL") == "" && os.Getenv("DURACHK_STORE_URL") == "" {
 		t.Skip("DURACHK_PG_URL is not set: the run needs the effect store")
 	}
-	bin := durachkBinary(t)
+	bin := runnertest.Binary(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			before := runStreamsOn(t, raw)

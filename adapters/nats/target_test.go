@@ -16,6 +16,7 @@ import (
 	"github.com/durachk/durachk/adapters/queuetest"
 	"github.com/durachk/durachk/internal/natsserver"
 	"github.com/durachk/durachk/internal/runner"
+	"github.com/durachk/durachk/internal/runner/runnertest"
 	"github.com/durachk/durachk/internal/targets"
 )
 
@@ -24,7 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	natsserver.ServeIfAsked()
 	runner.ServeChildIfAsked()
-	os.Exit(m.Run())
+	code := m.Run()
+	runnertest.RemoveBinary()
+	os.Exit(code)
 }
 
 // TestParseKnobs checks the nats:// target's knobs: JetStream's own settings

@@ -146,7 +146,7 @@ func TestKilledBullMQRunCleanedUp(t *testing.T) {
 	// command's), once BullMQ holds jobs in it.
 	var ns string
 	var procs []string
-	drivers := func() []string { return processesOf(script) }
+	drivers := func() []string { return runnertest.Processes(script) }
 	for end := time.Now().Add(runnertest.Loaded(30 * time.Second)); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if ns == "" {
 			ns = newNamespace(t, url, before, 5)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,34 +18,7 @@ import (
 
 // workerProcesses lists the live processes of the example worker this test
 // binary built (its path is the test binary's own).
-func workerProcesses() []string { return processesOf(ownWorker) }
-
-// processesOf lists the live processes whose command line holds path (a
-// binary, or the script a runtime runs: node /.../main.js).
-func processesOf(path string) []string {
-	var out []string
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + p.Name() + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		// The program or the script it runs, never an argument that names
-		// it (durachk's own --target ...&worker.command=path).
-		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		args := bytes.Split(cmdline, []byte{0})
-		for i := 0; i < len(args) && i < 2; i++ {
-			if string(args[i]) == path {
-				out = append(out, p.Name())
-				break
-			}
-		}
-	}
-	return out
-}
+func workerProcesses() []string { return runnertest.Processes(ownWorker) }
 
 // settled polls f until it returns nothing, for up to a few seconds (a
 // parent-death signal is delivered asynchronously), and returns its last.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -42,4 +44,30 @@ func RemoveBinary() {
 	if built.bin != "" {
 		os.RemoveAll(filepath.Dir(built.bin))
 	}
+}
+
+// Processes lists the live processes whose program, or the script its
+// runtime runs (node main.js), is path, as "pid: command line"; zombies hold
+// nothing and are left out, and so is a process that only names path in an
+// argument (durachk's own --target ...&worker.command=path).
+func Processes(path string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if !slices.Contains(args[:min(len(args), 2)], path) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue
+			}
+		}
+		out = append(out, e.Name()+": "+strings.Join(args, " "))
+	}
+	return out
 }
